@@ -1,0 +1,176 @@
+"""Prompt strategies: how an agent sees tools and how its answers become tool calls.
+
+Pure functions over plain chat messages (no tau2, no Ray), so any environment can use
+them. Three strategies ship:
+
+* ``native_tools`` — tools go in the request's ``tools=`` field; the server's parser
+  returns ``tool_calls`` (vLLM with a tool-call parser, hosted APIs).
+* ``text_tools`` — tools are rendered into the system prompt and the model writes
+  ``<tool_call>{json}</tool_call>``; we parse it. Needed for small models behind
+  llama.cpp, whose calls come back as text (measured, see DESIGN.md §4).
+* ``text_tools_plan`` — as ``text_tools`` but each turn starts with a ``Plan:`` line
+  (a different prompt strategy for pool heterogeneity); the plan is kept out of the
+  customer-facing text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from edv_ray.prompts import render_prompt
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """What one model answer means: a message to the other side, or tool calls."""
+
+    text: str | None
+    tool_calls: list[dict[str, Any]]  # [{"id", "name", "arguments": dict}]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    prompt: str
+    native_tools: bool
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "native_tools": Strategy("native_tools", "agent_native_tools.v1", True),
+    "text_tools": Strategy("text_tools", "agent_text_tools.v1", False),
+    "text_tools_plan": Strategy("text_tools_plan", "agent_text_tools_plan.v1", False),
+}
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown prompt strategy {name!r}; known: {sorted(STRATEGIES)}") from None
+
+
+def render_system_prompt(
+    strategy: Strategy,
+    policy: str,
+    tool_schemas: list[dict[str, Any]],
+    experiences: list[str],
+    ticket: str | None = None,
+    stop_tool: str = "done",
+) -> str:
+    if ticket is not None:
+        mode = render_prompt("agents", "mode_solo.v1", ticket=ticket, stop_tool=stop_tool)
+    else:
+        mode = render_prompt("agents", "mode_conversation.v1")
+    block = ""
+    if experiences:
+        lines = "\n".join(f"{i}. {e.strip()}" for i, e in enumerate(experiences, 1))
+        block = "\n" + render_prompt("agents", "experiences_block.v1", experiences=lines)
+    tools = "\n".join(json.dumps(s["function"] if "function" in s else s) for s in tool_schemas)
+    return render_prompt(
+        "agents", strategy.prompt, mode_instructions=mode, policy=policy.strip(),
+        tools=tools, experiences_block=block,
+    )
+
+
+_TOOL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+_PLAN = re.compile(r"^\s*Plan:.*?(?:\n|$)", re.IGNORECASE)
+
+
+def _as_call(obj: Any) -> dict[str, Any] | None:
+    if not isinstance(obj, dict):
+        return None
+    if "function" in obj and isinstance(obj["function"], dict):  # OpenAI-shaped
+        obj = obj["function"]
+    name = obj.get("name")
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(name, str) or not name or not isinstance(args, dict):
+        return None
+    return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": args}
+
+
+def _first_json_object(text: str) -> Any:
+    start = text.find("{")
+    while start != -1:
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text[start:])
+            return obj
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+    return None
+
+
+def parse_text_turn(content: str | None, strategy: Strategy) -> ParsedTurn:
+    """Turn a text answer into tool calls (``<tool_call>`` blocks or a fenced/bare JSON
+    call) or a customer message. Unparseable call syntax is left as text: the model
+    failed to act, which is an agent failure the benchmark grades, not a crash."""
+    text = (content or "").strip()
+    if strategy.name == "text_tools_plan":
+        text = _PLAN.sub("", text, count=1).strip()
+    calls = [c for c in (_as_call(_first_json_object(b)) for b in _TOOL_BLOCK.findall(text)) if c]
+    if not calls:
+        fenced = _FENCE.search(text)
+        candidate = _first_json_object(fenced.group(1)) if fenced else None
+        if candidate is None and text.startswith("{"):
+            candidate = _first_json_object(text)
+        call = _as_call(candidate)
+        calls = [call] if call else []
+    if calls:
+        return ParsedTurn(text=None, tool_calls=calls)
+    text = _TOOL_BLOCK.sub("", text).strip()
+    return ParsedTurn(text=text or None, tool_calls=[])
+
+
+def parse_native_turn(content: str | None, tool_calls: list[dict[str, Any]]) -> ParsedTurn:
+    """Native tool calls (arguments as a JSON string) → ParsedTurn. Arguments that are
+    not a JSON object make the call unusable: the turn falls back to its text."""
+    calls = []
+    for tc in tool_calls:
+        try:
+            args = json.loads(tc.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            args = None
+        if isinstance(args, dict) and tc.get("name"):
+            calls.append({"id": tc.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+                          "name": tc["name"], "arguments": args})
+    if calls:
+        return ParsedTurn(text=None, tool_calls=calls)
+    text = (content or "").strip()
+    return ParsedTurn(text=text or None, tool_calls=[])
+
+
+def text_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat history for text strategies: no ``tool`` role and no ``tool_calls`` field
+    (llama.cpp templates differ on both). Assistant calls become ``<tool_call>``
+    blocks; tool results become user turns wrapped in ``<tool_response>``."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m["role"]
+        if role == "assistant" and m.get("tool_calls"):
+            blocks = []
+            for tc in m["tool_calls"]:
+                fn = tc.get("function", tc)
+                args = fn.get("arguments", {})
+                if isinstance(args, str):
+                    args = json.loads(args or "{}")
+                payload = {"name": fn["name"], "arguments": args}
+                blocks.append(f"<tool_call>\n{json.dumps(payload)}\n</tool_call>")
+            out.append({"role": "assistant", "content": "\n".join(blocks)})
+        elif role == "tool":
+            body = f"<tool_response>\n{m.get('content') or ''}\n</tool_response>"
+            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("<tool_response>"):
+                out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + body}
+            else:
+                out.append({"role": "user", "content": body})
+        else:
+            out.append({"role": role, "content": m.get("content") or ""})
+    return out

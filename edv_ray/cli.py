@@ -1,0 +1,75 @@
+"""``edv`` — run, resume and report.
+
+  edv run [CONFIG.yaml]        no argument = the embedded default (offline, CPU)
+  edv run --resume RUN_DIR     continue a run: finished episodes are kept, missing and
+                               errored ones run (errors as a new attempt)
+  edv report RUN_DIR           re-print the tables from the run's Parquet via DuckDB
+  edv validate CONFIG.yaml     check a config (and its models/endpoints) without running
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="edv", description="Execute-Distill-Verify experiments on Ray")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a config (default: the embedded CPU run)")
+    r.add_argument("config", nargs="?", help="run config YAML (omit for the embedded default)")
+    r.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rep = sub.add_parser("report", help="print a run's tables from its Parquet files")
+    rep.add_argument("run_dir")
+    v = sub.add_parser("validate", help="validate a config without running it")
+    v.add_argument("config", nargs="?")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    from edv_ray.config import ConfigError
+
+    args = _parser().parse_args(argv)
+    console = Console()
+    err = Console(stderr=True)
+    try:
+        if args.cmd == "report":
+            from edv_ray.report.tables import report
+
+            run_dir = Path(args.run_dir)
+            if not (run_dir / "episodes").is_dir():
+                raise ConfigError(f"{run_dir} has no episodes/ folder: not a run folder")
+            report(run_dir, console=console)
+            return 0
+        from edv_ray import pipeline
+
+        if args.cmd == "validate":
+            cfg = (pipeline.load_config(args.config) if args.config else pipeline.default_config())
+            tasks = pipeline.validate(cfg)
+            n = sum(len(t) for t in tasks.values())
+            console.print(f"config OK: {len(cfg.agents)} agents, {n} tasks, method {cfg.method}")
+            return 0
+        if args.config and args.resume:
+            raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
+        cfg, run_id, run_dir = pipeline.prepare(args.config, args.resume)
+        pipeline.execute(cfg, run_id, run_dir, console=console, show_progress=not args.no_progress)
+        console.print(f"run folder: {run_dir}")
+        return 0
+    except ConfigError as e:
+        err.print(f"[red]error:[/] {e}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: resume with `edv run --resume RUN_DIR`")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""τ²-bench agents and user simulator whose model calls go through our one client.
+
+Subclassing τ²-bench's LLMAgent / LLMSoloAgent keeps the orchestrator's contract
+(solo mode asserts an LLMSoloAgent) while the prompt strategy decides how tools are
+shown and how answers become τ²-bench ToolCalls. Experiences are injected into the
+system prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from tau2.agent.llm_agent import LLMAgent, LLMAgentState, LLMSoloAgent
+from tau2.data_model.message import AssistantMessage, MultiToolMessage, ToolCall, UserMessage
+from tau2.user.user_simulator import UserSimulator, UserState
+from tau2.utils.llm_utils import to_litellm_messages
+
+from edv_ray.agents.strategies import (
+    get_strategy,
+    parse_native_turn,
+    parse_text_turn,
+    render_system_prompt,
+    text_history,
+)
+from edv_ray.config import Sampling
+from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
+
+
+@dataclass
+class ModelBinding:
+    """Everything a participant needs to call its model for one episode."""
+
+    client: LLMClient
+    endpoint: Endpoint
+    sampling: Sampling
+    ctx: CallContext
+    ledger: CallLedger
+    deadline: float | None
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict] | None = None):
+        return self.client.complete(
+            self.endpoint, messages, ctx=self.ctx, ledger=self.ledger,
+            sampling=self.sampling, tools=tools, deadline=self.deadline,
+        )
+
+
+def _usage(c) -> dict[str, int]:
+    return {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+
+
+class _StrategyMixin:
+    """Shared by the conversational and the solo agent."""
+
+    binding: ModelBinding
+    strategy_name: str
+    experiences: list[str]
+
+    def _ticket(self) -> str | None:
+        return None
+
+    @property
+    def system_prompt(self) -> str:
+        return render_system_prompt(
+            get_strategy(self.strategy_name), self.domain_policy,
+            [t.openai_schema for t in self.tools], self.experiences, ticket=self._ticket(),
+            stop_tool=LLMSoloAgent.STOP_FUNCTION_NAME,
+        )
+
+    def _respond(self, state: LLMAgentState) -> AssistantMessage:
+        strategy = get_strategy(self.strategy_name)
+        history = to_litellm_messages(state.system_messages + state.messages)
+        if strategy.native_tools:
+            c = self.binding.complete(history, tools=[t.openai_schema for t in self.tools])
+            turn = parse_native_turn(c.content, c.tool_calls)
+        else:
+            c = self.binding.complete(text_history(history))
+            turn = parse_text_turn(c.content, strategy)
+        calls = [ToolCall(id=tc["id"], name=tc["name"], arguments=tc["arguments"],
+                          requestor="assistant") for tc in turn.tool_calls] or None
+        content = turn.text if calls is None else None
+        if calls is None and not content:
+            content = "(no answer)"  # an empty turn is the model's failure, kept visible
+        return AssistantMessage(role="assistant", content=content, tool_calls=calls,
+                                cost=0.0, usage=_usage(c))
+
+    def _append(self, message, state: LLMAgentState) -> None:
+        if isinstance(message, MultiToolMessage):
+            state.messages.extend(message.tool_messages)
+        elif message is not None:
+            state.messages.append(message)
+
+    def set_seed(self, seed: int) -> None:
+        self.binding.sampling = self.binding.sampling.model_copy(update={"seed": seed})
+
+
+class EdvAgent(_StrategyMixin, LLMAgent):
+    """Conversational agent (talks to a user simulator)."""
+
+    def __init__(self, tools, domain_policy, binding: ModelBinding, strategy: str,
+                 experiences: list[str]):
+        super().__init__(tools=tools, domain_policy=domain_policy, llm=binding.endpoint.litellm_model)
+        self.binding, self.strategy_name, self.experiences = binding, strategy, list(experiences)
+
+    def generate_next_message(self, message, state: LLMAgentState):
+        self._append(message, state)
+        reply = self._respond(state)
+        state.messages.append(reply)
+        return reply, state
+
+
+class EdvSoloAgent(_StrategyMixin, LLMSoloAgent):
+    """Solo agent: works a ticket with tool calls only; ``done`` ends the episode."""
+
+    def __init__(self, tools, domain_policy, task, binding: ModelBinding, strategy: str,
+                 experiences: list[str]):
+        super().__init__(tools=tools, domain_policy=domain_policy, task=task,
+                         llm=binding.endpoint.litellm_model)
+        self.binding, self.strategy_name, self.experiences = binding, strategy, list(experiences)
+
+    def _ticket(self) -> str | None:
+        return self.task.ticket
+
+    def generate_next_message(self, message, state: LLMAgentState):
+        if isinstance(message, UserMessage):
+            raise ValueError("solo agent received a user message")
+        self._append(message, state)
+        reply = self._respond(state)
+        if reply.is_tool_call():
+            reply = self._check_if_stop_toolcall(reply)
+        state.messages.append(reply)
+        return reply, state
+
+
+class EdvUserSimulator(UserSimulator):
+    """τ²-bench's user simulator prompt, our client (tokens attributed to role user_sim)."""
+
+    def __init__(self, tools, instructions, binding: ModelBinding):
+        super().__init__(tools=tools, instructions=instructions, llm=binding.endpoint.litellm_model)
+        self.binding = binding
+
+    def _generate_next_message(self, message, state: UserState):
+        self_msgs = message.tool_messages if isinstance(message, MultiToolMessage) else [message]
+        state.messages.extend(self_msgs)
+        history = to_litellm_messages(state.system_messages + state.flip_roles())
+        tools = [t.openai_schema for t in self.tools] if self.tools else None
+        c = self.binding.complete(history, tools=tools)
+        turn = parse_native_turn(c.content, c.tool_calls)
+        calls = [ToolCall(id=tc["id"], name=tc["name"], arguments=tc["arguments"],
+                          requestor="user") for tc in turn.tool_calls] or None
+        content = None if calls else (turn.text or "(no reply)")
+        reply = UserMessage(role="user", content=content, tool_calls=calls, cost=0.0,
+                            usage=_usage(c))
+        state.messages.append(reply)
+        return reply, state
+
+    def set_seed(self, seed: int) -> None:
+        self.binding.sampling = self.binding.sampling.model_copy(update={"seed": seed})

@@ -1,0 +1,30 @@
+"""Prompts are data: one file per prompt, versioned in its name (``NAME.vN.md``).
+
+Fields use ``$name`` placeholders (``string.Template``) so JSON braces in a prompt need
+no escaping; a missing field is an error, never a silently empty hole. Prompt files
+live next to the package that owns them (``edv_ray/<pkg>/prompts/``).
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def load_prompt(package: str, name: str) -> string.Template:
+    """``load_prompt("agents", "agent_text_tools.v1")`` → the template of that file."""
+    path = _ROOT / package / "prompts" / f"{name}.md"
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt file not found: {path}")
+    return string.Template(path.read_text())
+
+
+def render_prompt(package: str, name: str, **fields: object) -> str:
+    try:
+        return load_prompt(package, name).substitute(**fields).strip()
+    except KeyError as err:
+        raise KeyError(f"prompt {package}/{name} needs field {err}") from None

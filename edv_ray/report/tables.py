@@ -1,0 +1,79 @@
+"""Tables a person reads: Pass@1, the Ability Matrix, tokens — printed and saved as CSV/PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from edv_ray.results.views import connect
+
+
+def _rich_table(title: str, cols: list[str], rows: list[tuple]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("agent", "domain", "stage", "method",
+                                                      "role", "model", "task_type") else "left")
+    for r in rows:
+        t.add_row(*["-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in r])
+    return t
+
+
+QUERIES = {
+    "pass_at_1": ("Pass@1 per agent and domain",
+                  "SELECT stage, method, agent, domain, episodes, errors, successes, pass_at_1 "
+                  "FROM pass_at_1"),
+    "ability_matrix": ("Ability Matrix (score = successes/attempts, 0.5 prior when empty)",
+                       "SELECT agent, task_type, attempts, successes, score FROM ability_matrix"),
+    "tokens_by_stage": ("Tokens by stage / role / agent",
+                        "SELECT stage, role, agent, model, calls, failed_calls, prompt_tokens, "
+                        "completion_tokens FROM tokens_by_stage"),
+}
+
+
+def report(run_dir: str | Path, console: Console | None = None, save: bool = True,
+           which: tuple[str, ...] = ("pass_at_1", "ability_matrix", "tokens_by_stage")) -> dict:
+    """Print the tables from the run's Parquet files (through DuckDB); save CSV + a plot."""
+    run_dir = Path(run_dir)
+    console = console or Console()
+    con = connect(run_dir)
+    out_dir = run_dir / "report"
+    results = {}
+    for name in which:
+        title, sql = QUERIES[name]
+        cur = con.execute(sql)
+        cols = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+        results[name] = [dict(zip(cols, r)) for r in rows]
+        console.print(_rich_table(title, cols, rows))
+        if save:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            con.execute(f"COPY ({sql}) TO '{out_dir / (name + '.csv')}' (HEADER)")
+    if save and results.get("ability_matrix"):
+        plot_ability_matrix(results["ability_matrix"], out_dir / "ability_matrix.png")
+    return results
+
+
+def plot_ability_matrix(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    agents = sorted({r["agent"] for r in rows})
+    types = sorted({r["task_type"] for r in rows})
+    grid = [[next((r["score"] for r in rows if r["agent"] == a and r["task_type"] == t), 0.5)
+             for t in types] for a in agents]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(types), 1.0 + 0.5 * len(agents)))
+    im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(types)), types, rotation=30, ha="right")
+    ax.set_yticks(range(len(agents)), agents)
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k")
+    fig.colorbar(im, ax=ax, label="score")
+    ax.set_title("Ability Matrix")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

