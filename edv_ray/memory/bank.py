@@ -120,7 +120,9 @@ class MemoryBank:
                 item = MemoryItem.from_row(row)
                 if item.item_id in bank._where:
                     continue
-                bank._insert(item, bank._vector(item))
+                vec = bank._vector(item)
+                bank._check_dims([vec])
+                bank._insert(item, vec)
         bank._dirty.clear()
         return bank
 
@@ -173,11 +175,12 @@ class MemoryBank:
                 vecs = self.embedder.embed([items[i].text for i in missing])
                 for i, vec in zip(missing, vecs, strict=True):
                     items[i] = items[i].model_copy(update={"embedding": vec.tolist()})
-            for item in items:
+            vecs = [self._vector(item) for item in items]  # validate all before any change
+            self._check_dims(vecs)
+            for item, vec in zip(items, vecs, strict=True):
                 if item.item_id in self._where:
                     result.skipped.append(item.item_id)
                     continue
-                vec = self._vector(item)
                 key = (item.bank, item.owner)
                 hit = self._find_duplicate(key, item, vec)
                 if hit is None:
@@ -197,14 +200,14 @@ class MemoryBank:
         vec = l2_normalise(np.asarray(item.embedding, dtype=np.float32))
         if vec.ndim != 1 or vec.shape[0] == 0:
             raise ValueError(f"item {item.item_id} has no usable embedding")
-        if self._dim is None:
-            self._dim = int(vec.shape[0])
-        elif vec.shape[0] != self._dim:
-            raise ValueError(
-                f"item {item.item_id} has a {vec.shape[0]}-d embedding; the bank holds "
-                f"{self._dim}-d embeddings"
-            )
         return vec
+
+    def _check_dims(self, vecs: list[np.ndarray]) -> None:
+        dims = {int(v.shape[0]) for v in vecs} | ({self._dim} if self._dim else set())
+        if len(dims) > 1:
+            raise ValueError(f"embeddings of {sorted(dims)} dimensions in one bank; nothing added")
+        if dims:
+            self._dim = dims.pop()
 
     def _insert(self, item: MemoryItem, vec: np.ndarray) -> None:
         item = item.model_copy(update={"embedding": vec.tolist()})

@@ -130,8 +130,10 @@ def test_items_without_embedding_are_embedded(bank, make_item, embedder):
 def test_embedding_dimension_mismatch_is_rejected(bank, make_item):
     bank.add([make_item(**CANCEL)])
     bad = make_item(**EXCHANGE).model_copy(update={"embedding": [1.0, 0.0, 0.0]})
-    with pytest.raises(ValueError, match="3-d embedding"):
-        bank.add([bad])
+    good = make_item(**IDENTITY)
+    with pytest.raises(ValueError, match=r"\[3, 384\] dimensions"):
+        bank.add([good, bad])
+    assert len(bank) == 1 and good.item_id not in bank  # the batch was rejected as a whole
 
 
 def test_save_load_round_trip_and_duckdb(bank, make_item, tmp_path):
