@@ -57,6 +57,10 @@ class ModelConfig(_Strict):
     n_threads: int = Field(2, ge=1)
     replicas: int = Field(1, ge=1, le=64)
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    # How EDV stages ask for JSON: schema = response_format json_object + JSON schema
+    # (llama.cpp grammar, vLLM guided decoding); json_object = plain JSON mode (hosted
+    # APIs); none = prompt only. Output is validated strictly either way.
+    json_mode: Literal["schema", "json_object", "none"] = "schema"
 
     @model_validator(mode="after")
     def _check_engine_fields(self) -> "ModelConfig":
@@ -139,6 +143,57 @@ class LLMConfig(_Strict):
     max_retries: int = Field(2, ge=0, le=10)
 
 
+class EDVConfig(_Strict):
+    """The paradigm as configuration (every switch the paper ablates).
+
+    distill_by: third_party (a pool member outside the group) | executor (one of the
+      group) | self (the single executor distills its own run).
+    verify_by: executors (each executor votes with its own trajectory) | distiller |
+      external (a pool member outside group and distiller) | self | none (auto-approve).
+    Routing: every verifier approves → shared bank; some → each approver's private bank;
+    none → discarded.
+    """
+
+    n_executors: int = Field(2, ge=1)
+    distill_by: Literal["third_party", "executor", "self"] = "third_party"
+    verify_by: Literal["executors", "distiller", "external", "self", "none"] = "executors"
+    require_contrast: bool = True  # distill only when the group has a success and a failure
+    distiller_sees_reward: bool = True
+    max_candidates: int = Field(3, ge=1, le=10)
+    distill_retries: int = Field(2, ge=0, le=5)
+    verify_retries: int = Field(1, ge=0, le=5)
+    max_trajectory_chars: int = Field(6000, ge=500)
+    epochs: int = Field(1, ge=1, le=50)
+    train_split: str = "train"
+    test_split: str = "test"
+    train_task_ids: list[str] | None = None
+    test_task_ids: list[str] | None = None
+    num_train_tasks: int | None = Field(None, ge=1)
+    num_test_tasks: int | None = Field(None, ge=1)
+    retrieve_during_construction: bool = True
+    eval_after_each_epoch: bool = False
+    retrieval_k: int = Field(3, ge=0, le=20)
+    retrieval_tau: float = Field(0.1, ge=-1.0, le=1.0)
+    leave_one_task_out: bool = True
+    dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
+    routing: Literal["ability_matrix", "fixed"] = "ability_matrix"
+    fixed_solver: str | None = None
+    poison_per_task: int = Field(1, ge=0, le=10)  # known-wrong candidates injected into Verify
+    poison_to_memory: bool = False  # measure admission without contaminating the banks
+
+    @model_validator(mode="after")
+    def _check_paradigm(self) -> "EDVConfig":
+        if self.distill_by == "self" and self.n_executors != 1:
+            raise ValueError("distill_by=self needs n_executors=1")
+        if self.verify_by == "self" and self.distill_by != "self":
+            raise ValueError("verify_by=self means the executor that distilled votes: use distill_by=self")
+        if self.require_contrast and self.n_executors < 2:
+            raise ValueError("require_contrast needs n_executors>=2 (one run cannot both succeed and fail)")
+        if self.routing == "fixed" and not self.fixed_solver:
+            raise ValueError("routing=fixed needs fixed_solver")
+        return self
+
+
 class WandbConfig(_Strict):
     mode: Literal["offline", "online", "disabled"] = "offline"
     project: str = "edv-ray"
@@ -156,6 +211,7 @@ class RunConfig(_Strict):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+    edv: EDVConfig = Field(default_factory=EDVConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> "RunConfig":
@@ -180,9 +236,23 @@ class RunConfig(_Strict):
         us = self.roles.user_simulator
         if us is not None and us.model not in self.models:
             raise ValueError(f"roles.user_simulator uses unknown model {us.model!r}")
+        if self.method == "edv":
+            self._check_edv_pool(names)
         if self.run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id):
             raise ValueError(f"run_id {self.run_id!r}: use letters, digits, '_', '.', '-'")
         return self
+
+    def _check_edv_pool(self, names: list[str]) -> None:
+        e, execs = self.edv, self.executor_names()
+        if e.n_executors > len(execs):
+            raise ValueError(f"edv.n_executors={e.n_executors} but only {len(execs)} executors")
+        outside = len(names) - e.n_executors  # worst case: the group holds no non-executor
+        if e.distill_by == "third_party" and outside < 1 and not self.roles.distillers:
+            raise ValueError("distill_by=third_party needs a pool member outside the execution group")
+        if e.verify_by == "external" and outside < 1 + (e.distill_by == "third_party"):
+            raise ValueError("verify_by=external needs a pool member outside the group and the distiller")
+        if e.fixed_solver is not None and e.fixed_solver not in names:
+            raise ValueError(f"edv.fixed_solver names unknown agent {e.fixed_solver!r}")
 
     # ---- derived -------------------------------------------------------------------
     def executor_names(self) -> list[str]:

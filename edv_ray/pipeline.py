@@ -37,7 +37,7 @@ def validate(cfg: RunConfig) -> dict[str, list]:
 
     if cfg.method not in METHODS:
         raise ConfigError(f"unknown method {cfg.method!r}; known: {sorted(METHODS)}")
-    tasks = select_tasks(cfg.benchmark)
+    tasks = method_tasks(cfg)
     if cfg.roles.user_simulator is None:
         needy = [t.id for ts in tasks.values() for t in ts if not use_solo(cfg.benchmark.solo, t)]
         if needy:
@@ -47,6 +47,21 @@ def validate(cfg: RunConfig) -> dict[str, list]:
             )
     check_models(cfg)
     return tasks
+
+
+def method_tasks(cfg: RunConfig) -> dict[str, list]:
+    """Every task the method will touch (EDV: its train and test selections)."""
+    if cfg.method != "edv":
+        return select_tasks(cfg.benchmark)
+    from edv_ray.methods.edv import split_tasks
+
+    e, out = cfg.edv, {}
+    for split, ids, n in ((e.train_split, e.train_task_ids, e.num_train_tasks),
+                          (e.test_split, e.test_task_ids, e.num_test_tasks)):
+        for d, ts in split_tasks(cfg.benchmark, split, ids, n).items():
+            known = {t.id for t in out.get(d, [])}
+            out.setdefault(d, []).extend(t for t in ts if t.id not in known)
+    return out
 
 
 def prepare(config_path: str | None, resume_dir: str | None) -> tuple[RunConfig, str, Path]:

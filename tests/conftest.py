@@ -39,6 +39,8 @@ def scripted(ray_session):
 @pytest.fixture
 def server(scripted):
     scripted.mode = "gold"
+    scripted.agent_modes.clear()
+    scripted.delay_s = 0.0
     scripted.clear_faults()
     scripted.scripts.clear()
     scripted.requests.clear()

@@ -29,7 +29,15 @@ QUERIES = {
     "tokens_by_stage": ("Tokens by stage / role / agent",
                         "SELECT stage, role, agent, model, calls, failed_calls, prompt_tokens, "
                         "completion_tokens FROM tokens_by_stage"),
+    "pass_by_epoch": ("EDV inference Pass@1 per epoch",
+                      "SELECT epoch, episodes, errors, pass_at_1 FROM pass_by_epoch"),
+    "verification_audit": ("Verification audit (non-poison votes; the self-confirmation trap)",
+                           "SELECT * FROM verification_audit"),
+    "poison_admission": ("Poison admission (known-wrong candidates injected into Verify)",
+                         "SELECT * FROM poison_admission"),
+    "retrieval_use": ("Inference episodes by memory used", "SELECT * FROM retrieval_use"),
 }
+EDV_TABLES = ("pass_by_epoch", "verification_audit", "poison_admission", "retrieval_use")
 
 
 def report(run_dir: str | Path, console: Console | None = None, save: bool = True,
@@ -40,6 +48,10 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
     con = connect(run_dir)
     out_dir = run_dir / "report"
     results = {}
+    has_edv = bool(con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'verification_audit'").fetchone()[0])
+    if has_edv:
+        which = tuple(which) + tuple(t for t in EDV_TABLES if t not in which)
     for name in which:
         title, sql = QUERIES[name]
         cur = con.execute(sql)

@@ -24,26 +24,31 @@ def _glob(run_dir: Path, table: str) -> str:
     return str(run_dir / table / "**" / "*.parquet").replace("'", "''")
 
 
+def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
+    """A view over every Parquet file under ``folder`` (hive partitions as columns), or a
+    typed empty table when there is none yet, so derived views always bind."""
+    import pyarrow as pa
+
+    if any(folder.rglob("*.parquet")):
+        glob = str(folder / "**" / "*.parquet").replace("'", "''")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{glob}', "
+                    "hive_partitioning=true, union_by_name=true)")
+        return
+    for key in partition_keys:
+        schema = schema.append(pa.field(key, pa.int64() if key == "epoch" else pa.string()))
+    con.register(f"_{name}_empty", pa.Table.from_pylist([], schema=schema))
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
+
+
 def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
             con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's views (empty views if no files yet)."""
     run_dir = Path(run_dir)
     con = con or duckdb.connect()
-    src = "read_parquet('{}', hive_partitioning=true, union_by_name=true)"
     from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA
 
-    def table_or_empty(name: str, table: str, schema) -> None:
-        if any((run_dir / table).rglob("*.parquet")):
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {src.format(_glob(run_dir, table))}")
-        else:  # typed empty table so the derived views still bind
-            import pyarrow as pa
-
-            empty = pa.Table.from_pylist([], schema=schema.append(pa.field("stage", pa.string())))
-            con.register(f"_{name}_empty", empty)
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
-
-    table_or_empty("episode_attempts", "episodes", EPISODE_SCHEMA)
-    table_or_empty("llm_calls", "llm_calls", CALL_SCHEMA)
+    register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
+    register_table(con, "llm_calls", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
     pool = run_dir / "pool" / "agents.parquet"
     if pool.exists():
         con.execute(f"CREATE OR REPLACE VIEW pool AS SELECT * FROM read_parquet('{pool}')")
@@ -98,4 +103,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                sum(latency_s) AS latency_s
         FROM llm_calls GROUP BY ALL ORDER BY stage, role, agent
     """)
+    from edv_ray.results.edv_views import add_edv_views
+
+    add_edv_views(con, run_dir)
     return con

@@ -56,3 +56,10 @@ class EpisodeWorker:
         from edv_ray.runtime.spec import EpisodeSpec
 
         return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client, self._store)
+
+    def run_job(self, job_json: str) -> dict:
+        """An EDV stage job (distill / verify one task); see :mod:`edv_ray.edv.jobs`."""
+        from edv_ray.edv.jobs import JOBS, StageJob
+
+        job = StageJob.model_validate_json(job_json)
+        return JOBS[job.kind](job, self._client)

@@ -71,43 +71,67 @@ class EpisodeRunner:
         self.store = RunStore(run_dir)
 
     def run(self, specs: list[EpisodeSpec], label: str = "episodes",
-            on_result: Callable[[dict[str, Any]], None] | None = None,
             show_progress: bool = True) -> BatchStats:
+        """Run episode specs; every spec ends as a row (ok or error) on disk."""
+        stats = BatchStats()
+
+        def failed(spec: EpisodeSpec, message: str) -> dict[str, Any]:
+            return self._driver_error(spec, message)
+
+        self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()), failed,
+                      stats.add, stats.line, label, show_progress)
+        return stats
+
+    def run_jobs(self, jobs: list, label: str, show_progress: bool = True) -> list[dict[str, Any]]:
+        """Run EDV stage jobs. A failed job leaves no marker on disk (resume re-runs it);
+        its summary has status=error."""
+        results: list[dict[str, Any]] = []
+
+        def failed(job, message: str) -> dict[str, Any]:
+            return {"job_id": job.job_id, "status": "error", "error": message}
+
+        def line() -> str:
+            errors = sum(r["status"] == "error" for r in results)
+            return f"errors {errors}"
+
+        self._fan_out(jobs, lambda w, j: w.run_job.remote(j.model_dump_json()), failed,
+                      results.append, line, label, show_progress)
+        return results
+
+    def _fan_out(self, items: list, submit: Callable, failed: Callable, on_result: Callable,
+                 line: Callable[[], str], label: str, show_progress: bool) -> None:
         import ray
 
-        stats = BatchStats()
-        queue = list(specs)
-        inflight: dict[Any, tuple[EpisodeSpec, float]] = {}
-        rr = 0
+        queue = list(items)
+        inflight: dict[Any, tuple[Any, float]] = {}
+        rr = done = 0
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[line]}"), TimeElapsedColumn(),
                       disable=not show_progress, transient=False) as bar:
-            tid = bar.add_task(label, total=len(specs), line=stats.line())
+            tid = bar.add_task(label, total=len(items), line=line())
             while queue or inflight:
                 while queue and len(inflight) < self.concurrency:
-                    spec = queue.pop(0)
+                    item = queue.pop(0)
                     worker = self.workers[rr % len(self.workers)]
                     rr += 1
-                    inflight[worker.run.remote(spec.model_dump_json())] = (spec, time.monotonic())
+                    inflight[submit(worker, item)] = (item, time.monotonic())
                 ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    spec, _t = inflight.pop(ref)
+                    item, _t = inflight.pop(ref)
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # actor died / task crashed
-                        result = self._driver_error(spec, f"{type(err).__name__}: {err}")
-                    stats.add(result)
-                    if on_result:
-                        on_result(result)
+                        result = failed(item, f"{type(err).__name__}: {str(err)[:2000]}")
+                    on_result(result)
+                    done += 1
                 now = time.monotonic()
-                for ref, (spec, t0) in list(inflight.items()):
-                    if now - t0 > spec.timeout_s + TIMEOUT_GRACE_S:
+                for ref, (item, t0) in list(inflight.items()):
+                    if now - t0 > item.timeout_s + TIMEOUT_GRACE_S:
                         ray.cancel(ref, force=False)
                         inflight.pop(ref)
-                        stats.add(self._driver_error(
-                            spec, f"EpisodeTimeout: no result after {now - t0:.0f}s"))
-                bar.update(tid, completed=stats.done, line=stats.line())
-        return stats
+                        on_result(failed(item, f"Timeout: no result after {now - t0:.0f}s"))
+                        done += 1
+                bar.update(tid, completed=done, line=line())
 
     def _driver_error(self, spec: EpisodeSpec, message: str) -> dict[str, Any]:
         row = error_row(spec, message)

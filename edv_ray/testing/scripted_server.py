@@ -66,6 +66,8 @@ class ScriptedServer:
                  host: str = "127.0.0.1") -> None:
         self.tasks = tasks or {}  # (domain, task_id) → τ²-bench Task
         self.mode = mode
+        self.agent_modes: dict[str, str] = {}  # per-agent override of ``mode``
+        self.delay_s = 0.0  # added to every chat answer (to make runs slow enough to kill)
         self.scripts: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
         self._faults: list[str] = []
@@ -128,7 +130,7 @@ class ScriptedServer:
             return self.scripts[role](req, tag)
         if role == "user_sim":
             return self._user(req, tag)
-        if self.mode == "gold" and role == "agent":
+        if role == "agent" and self.agent_modes.get(tag.get("agent", ""), self.mode) == "gold":
             return self._agent_gold(req, tag)
         return {"role": "assistant", "content": "I am sorry, I cannot help with that."}
 
@@ -171,6 +173,8 @@ class ScriptedServer:
                     return self._send(500, b'{"error": {"message": "late"}}')
                 if fault == "garbage":
                     return self._send(200, b"<html>definitely not json")
+                if server.delay_s:
+                    time.sleep(server.delay_s)
                 try:
                     msg = server.respond(req)
                 except Exception as err:  # a script bug must be visible, not a hang

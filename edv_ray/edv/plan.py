@@ -1,0 +1,80 @@
+"""Who does what for one task: execution group, distiller, verifiers (seeded, reproducible).
+
+Every draw uses its own ``random.Random`` seeded by (run seed, epoch, domain, task), so a
+resumed run — or a rerun with the same seed — draws the same group and distiller.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from edv_ray.config import RunConfig
+from edv_ray.edv.records import candidate_id
+
+
+@dataclass(frozen=True)
+class TaskRoles:
+    group: list[str]
+    distiller: str
+    distiller_type: str
+    verifiers: list[tuple[str, str]]  # (agent, verifier_type)
+
+
+def task_rng(seed: int, epoch: int, domain: str, task_id: str, what: str) -> random.Random:
+    return random.Random(f"{seed}|{epoch}|{domain}|{task_id}|{what}")
+
+
+def draw_roles(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> TaskRoles:
+    e = cfg.edv
+    pool = [a.name for a in cfg.agents]
+    execs = sorted(cfg.executor_names())
+    group = sorted(task_rng(cfg.seed, epoch, domain, task_id, "group").sample(execs, e.n_executors))
+    rng = task_rng(cfg.seed, epoch, domain, task_id, "distill")
+    if e.distill_by == "self":
+        distiller, dtype = group[0], "self"
+    elif e.distill_by == "executor":
+        distiller, dtype = rng.choice(group), "executor"
+    else:
+        options = sorted(set(cfg.roles.distillers or pool) - set(group))
+        if not options:
+            raise ValueError(f"no third-party distiller outside group {group}")
+        distiller, dtype = rng.choice(options), "third_party"
+    if e.verify_by == "executors":
+        verifiers = [(a, "executor") for a in group]
+    elif e.verify_by == "distiller":
+        verifiers = [(distiller, "distiller")]
+    elif e.verify_by == "self":
+        verifiers = [(distiller, "self")]
+    elif e.verify_by == "external":
+        options = sorted(set(cfg.roles.verifiers or pool) - set(group) - {distiller})
+        if not options:
+            raise ValueError(f"no external verifier outside group {group} and distiller {distiller}")
+        verifiers = [(task_rng(cfg.seed, epoch, domain, task_id, "verify").choice(options), "external")]
+    else:
+        verifiers = [(distiller, "none")]
+    return TaskRoles(group, distiller, dtype, verifiers)
+
+
+def load_poison(domain: str) -> list[dict[str, Any]]:
+    text = resources.files("edv_ray.edv").joinpath("poison", f"{domain}.yaml").read_text()
+    return list(yaml.safe_load(text) or [])
+
+
+def poison_candidates(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> list[dict[str, Any]]:
+    """Known-wrong rules injected into Verify for this task (seeded choice)."""
+    n = cfg.edv.poison_per_task
+    if n == 0:
+        return []
+    pool = load_poison(domain)
+    picks = task_rng(cfg.seed, epoch, domain, task_id, "poison").sample(pool, min(n, len(pool)))
+    return [dict(
+        candidate_id=candidate_id(epoch, domain, task_id, 1000 + i, p["rule"]), run_id=cfg.run_id,
+        domain=domain, task_id=task_id, distiller="poison", distiller_type="poison",
+        title=p["title"], when_to_use=p["when_to_use"], rule=p["rule"], tags=p.get("tags", []),
+        supporting_episode_ids=[], rejected_episode_ids=[], supporting_all_failed=None,
+        is_poison=True) for i, p in enumerate(picks)]

@@ -1,0 +1,112 @@
+"""Plain records of the EDV stages and their Parquet schemas (one place).
+
+Tables under ``RUN_DIR/edv/`` (hive-partitioned by epoch; one file per task):
+  candidates/epoch=E/<task>.parquet     candidates proposed for a task (incl. poison)
+  distill_runs/epoch=E/<task>.parquet   one row per task: status, attempts (the marker)
+  votes/epoch=E/<task>.parquet          one row per (candidate, verifier)
+  verify_runs/epoch=E/<task>.parquet    one row per task (the marker)
+  decisions/epoch=E/part.parquet        routing of every candidate (shared/private/discard)
+A stage's marker file is written last, atomically: present = the stage finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class DistilledExperience(BaseModel):
+    """The strict schema a distiller must answer with (one lesson)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=3, max_length=200)
+    when_to_use: str = Field(min_length=3, max_length=600)
+    rule: str = Field(min_length=8, max_length=1200)
+    tags: list[str] = Field(default_factory=list, max_length=8)
+    evidence: list[str] = Field(default_factory=list)
+
+    @field_validator("title", "when_to_use", "rule")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("blank")
+        return v.strip()
+
+
+class DistillAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    experiences: list[DistilledExperience] = Field(max_length=10)
+
+
+class VoteAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    approve: bool
+    rationale: str = Field(default="", max_length=2000)
+
+
+class TrajectoryView(BaseModel):
+    """What the EDV stages see of one episode."""
+
+    label: str  # T1, T2, ... (stable order: by agent name)
+    episode_id: str
+    agent: str
+    success: bool
+    reward: float
+    transcript: str
+
+
+def task_file(task_id: str, domain: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", task_id).strip("_")[:32]
+    digest = hashlib.sha1(f"{domain}\x1f{task_id}".encode()).hexdigest()[:10]
+    return f"{domain}-{slug}-{digest}.parquet"
+
+
+def edv_path(run_dir: str | Path, table: str, epoch: int, name: str) -> Path:
+    return Path(run_dir) / "edv" / table / f"epoch={epoch}" / name
+
+
+def candidate_id(epoch: int, domain: str, task_id: str, index: int, rule: str) -> str:
+    key = f"{epoch}\x1f{domain}\x1f{task_id}\x1f{index}\x1f{rule}"
+    return "c-" + hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+_S, _L = pa.string(), pa.list_(pa.string())
+
+CANDIDATE_SCHEMA = pa.schema([
+    ("candidate_id", _S), ("run_id", _S), ("domain", _S), ("task_id", _S),
+    ("distiller", _S), ("distiller_type", _S), ("title", _S), ("when_to_use", _S),
+    ("rule", _S), ("tags", _L), ("supporting_episode_ids", _L),
+    ("rejected_episode_ids", _L), ("supporting_all_failed", pa.bool_()),
+    ("is_poison", pa.bool_()),
+])
+
+DISTILL_RUN_SCHEMA = pa.schema([
+    ("run_id", _S), ("domain", _S), ("task_id", _S), ("distiller", _S),
+    ("distiller_type", _S), ("status", _S), ("attempts", pa.int32()),
+    ("n_candidates", pa.int32()), ("group", _L), ("group_successes", pa.int32()),
+    ("error", _S),
+])
+
+VOTE_SCHEMA = pa.schema([
+    ("candidate_id", _S), ("run_id", _S), ("domain", _S), ("task_id", _S),
+    ("verifier", _S), ("verifier_type", _S), ("approve", pa.bool_()),
+    ("parse_ok", pa.bool_()), ("rationale", _S), ("context_episode_ids", _L),
+    ("context_success", pa.bool_()), ("supporting_all_failed", pa.bool_()),
+    ("is_poison", pa.bool_()),
+])
+
+VERIFY_RUN_SCHEMA = pa.schema([
+    ("run_id", _S), ("domain", _S), ("task_id", _S), ("verifiers", _L),
+    ("n_candidates", pa.int32()), ("n_votes", pa.int32()), ("status", _S),
+])
+
+DECISION_SCHEMA = pa.schema([
+    ("candidate_id", _S), ("run_id", _S), ("domain", _S), ("task_id", _S),
+    ("route", _S), ("approvers", _L), ("verifiers", _L), ("is_poison", pa.bool_()),
+    ("supporting_all_failed", pa.bool_()), ("item_ids", _L),
+])
