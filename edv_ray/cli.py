@@ -5,6 +5,8 @@
                                errored ones run (errors as a new attempt)
   edv report RUN_DIR           re-print the tables from the run's Parquet via DuckDB
   edv validate CONFIG.yaml     check a config (and its models/endpoints) without running
+  edv submit CONFIG --address http://HEAD:8265
+                               run on a Ray cluster through Ray Jobs
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LOGURU_LEVEL", "WARNING")  # τ²-bench logs every step at INFO
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep = sub.add_parser("report", help="print a run's tables from its Parquet files")
     rep.add_argument("run_dir")
+    sj = sub.add_parser("submit", help="submit a run to a Ray cluster (Ray Jobs)")
+    sj.add_argument("config", nargs="?", help="run config (output_dir must be absolute/shared)")
+    sj.add_argument("--address", required=True, help="Ray Jobs address, e.g. http://HEAD:8265")
+    sj.add_argument("--resume", metavar="RUN_DIR", help="resume a run folder on the cluster")
+    sj.add_argument("--no-wait", action="store_true", help="return after submitting")
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
     return p
@@ -38,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from edv_ray.config import ConfigError
 
     args = _parser().parse_args(argv)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # no cut columns in logs
     err = Console(stderr=True)
     try:
         if args.cmd == "report":
@@ -49,6 +57,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{run_dir} has no episodes/ folder: not a run folder")
             report(run_dir, console=console)
             return 0
+        if args.cmd == "submit":
+            from edv_ray.runtime.submit import submit_run
+
+            if bool(args.config) == bool(args.resume):
+                raise ConfigError("give a CONFIG or --resume RUN_DIR")
+            job_id, status = submit_run(args.config, args.address, wait=not args.no_wait,
+                                        resume_dir=args.resume, echo=console.print)
+            console.print(f"job {job_id}: {status}")
+            return 0 if status in ("SUCCEEDED", "SUBMITTED") else 1
         from edv_ray import pipeline
 
         if args.cmd == "validate":

@@ -56,6 +56,10 @@ class ModelConfig(_Strict):
     n_ctx: int = Field(8192, ge=512)
     n_threads: int = Field(2, ge=1)
     replicas: int = Field(1, ge=1, le=64)
+    # llama.cpp keeps one prefix cache per server: "agent" gives every agent (and the user
+    # simulator) its own servers so each conversation's prefix stays cached; "role" shares
+    # one set of servers among all agents of the model (less memory, more re-evaluation).
+    server_per: Literal["agent", "role"] = "agent"
     engine_args: dict[str, Any] = Field(default_factory=dict)
     # How EDV stages ask for JSON: schema = response_format json_object + JSON schema
     # (llama.cpp grammar, vLLM guided decoding); json_object = plain JSON mode (hosted
@@ -291,15 +295,38 @@ def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
         raise ConfigError(_format_validation_error(err, source)) from None
 
 
-def load_config(path: str | os.PathLike) -> RunConfig:
-    path = Path(path)
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file as a dict; ``extends: OTHER.yaml`` (relative to the file) is loaded
+    first and deep-merged under this file's fields (lists are replaced, not merged)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    if path.resolve() in seen:
+        raise ConfigError(f"config {path}: `extends` cycle")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"config {path} is not valid YAML: {err}") from None
-    return load_config_dict(data or {}, str(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {path}: expected a mapping at the top level")
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    return _deep_merge(_read_yaml(path.parent / parent, seen + (path.resolve(),)), data)
+
+
+def load_config(path: str | os.PathLike) -> RunConfig:
+    path = Path(path)
+    return load_config_dict(_read_yaml(path), str(path))
 
 
 def dump_config(cfg: RunConfig, path: str | os.PathLike) -> None:

@@ -98,5 +98,5 @@ def test_shipped_configs_validate():
 
     cfg = default_config()
     assert cfg.benchmark.domains == ["mock"] and len({a.model for a in cfg.agents}) >= 2
-    for path in sorted(Path(__file__).parents[1].joinpath("experiments").glob("*.yaml")):
+    for path in sorted(Path(__file__).parents[1].joinpath("experiments").rglob("*.yaml")):
         load_config(path)

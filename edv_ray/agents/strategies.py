@@ -77,7 +77,6 @@ def render_system_prompt(
 
 
 _TOOL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 _PLAN = re.compile(r"^\s*Plan:.*?(?:\n|$)", re.IGNORECASE)
 
 
@@ -98,31 +97,47 @@ def _as_call(obj: Any) -> dict[str, Any] | None:
     return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": args}
 
 
-def _first_json_object(text: str) -> Any:
-    start = text.find("{")
-    while start != -1:
+def _json_objects(text: str):
+    """Every top-level JSON object in ``text``, in order. A truncated object at the end
+    (small models often drop the last brace) is repaired by closing it, if that parses."""
+    decoder = json.JSONDecoder()
+    pos = text.find("{")
+    while pos != -1:
         try:
-            obj, _ = json.JSONDecoder().raw_decode(text[start:])
-            return obj
+            obj, end = decoder.raw_decode(text[pos:])
         except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-    return None
+            obj, end = None, 0
+            for closing in ("}", "}}", "}}}"):
+                try:
+                    obj = json.loads(text[pos:].rstrip() + closing)
+                    end = len(text) - pos
+                    break
+                except json.JSONDecodeError:
+                    continue
+        if obj is not None:
+            yield obj
+            pos = text.find("{", pos + end)
+        else:
+            pos = text.find("{", pos + 1)
+
+
+def _first_call(text: str) -> dict[str, Any] | None:
+    return next((c for c in map(_as_call, _json_objects(text)) if c), None)
 
 
 def parse_text_turn(content: str | None, strategy: Strategy) -> ParsedTurn:
-    """Turn a text answer into tool calls (``<tool_call>`` blocks or a fenced/bare JSON
-    call) or a customer message. Unparseable call syntax is left as text: the model
-    failed to act, which is an agent failure the benchmark grades, not a crash."""
+    """Turn a text answer into tool calls or a customer message.
+
+    Calls are read from ``<tool_call>`` blocks; failing that, from any JSON object in
+    the answer shaped like a call (``{"name": ..., "arguments": {...}}``, fenced or
+    bare, a missing final brace repaired). Text with no usable call is a message: the
+    model failed to act — an agent failure the benchmark grades, never a crash."""
     text = (content or "").strip()
     if strategy.name == "text_tools_plan":
         text = _PLAN.sub("", text, count=1).strip()
-    calls = [c for c in (_as_call(_first_json_object(b)) for b in _TOOL_BLOCK.findall(text)) if c]
+    calls = [c for c in (_first_call(block) for block in _TOOL_BLOCK.findall(text)) if c]
     if not calls:
-        fenced = _FENCE.search(text)
-        candidate = _first_json_object(fenced.group(1)) if fenced else None
-        if candidate is None and text.startswith("{"):
-            candidate = _first_json_object(text)
-        call = _as_call(candidate)
+        call = _first_call(text)
         calls = [call] if call else []
     if calls:
         return ParsedTurn(text=None, tool_calls=calls)

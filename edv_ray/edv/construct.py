@@ -20,7 +20,7 @@ from edv_ray.envs.tau2.tasks import task_brief
 from edv_ray.memory import MemoryBank, MemoryItem, retrieve
 from edv_ray.memory.records import Vote
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
-from edv_ray.runtime.plan import make_spec, pending_specs
+from edv_ray.runtime.plan import finished_attempts, make_spec, pending_specs
 
 
 def retrieval_for(ctx, bank: MemoryBank, domain: str, task, solver: str) -> dict[str, list[str]]:
@@ -39,11 +39,14 @@ def retrieval_for(ctx, bank: MemoryBank, domain: str, task, solver: str) -> dict
 def _voter(ctx, agent: str, vtype: str, episode_ids: list[str]) -> Voter:
     a = ctx.cfg.agent(agent)
     return Voter(agent=agent, verifier_type=vtype, sampling=a.sampling,
-                 endpoint=ctx.pool.endpoint(a.model, "agent", f"verify|{agent}"),
+                 endpoint=ctx.pool.agent_endpoint(ctx.cfg, agent, f"verify|{agent}"),
                  json_mode=ctx.cfg.models[a.model].json_mode, context_episode_ids=episode_ids)
 
 
-def run_epoch(ctx, bank: MemoryBank, epoch: int, train: dict[str, list]) -> None:
+def run_epoch(ctx, bank: MemoryBank, epoch: int, train: dict[str, list]) -> list[str]:
+    """One construction epoch. Returns the tasks left unfinished (their group had an
+    infrastructure error, or a stage job failed): resume finishes them. A task is never
+    distilled from an incomplete group."""
     cfg, e = ctx.cfg, ctx.cfg.edv
     roles = {(d, t.id): draw_roles(cfg, epoch, d, t.id) for d, ts in train.items() for t in ts}
     # ---- Execute --------------------------------------------------------------------
@@ -60,11 +63,15 @@ def run_epoch(ctx, bank: MemoryBank, epoch: int, train: dict[str, list]) -> None
                     group_eids[(domain, task.id)].append((agent, s.episode_id))
     ctx.runner.run(pending_specs(specs, ctx.run_dir), label=f"epoch {epoch} execute",
                    show_progress=ctx.show_progress)
-    # ---- Distill --------------------------------------------------------------------
+    # ---- Distill (only tasks whose whole group finished) ------------------------------
+    done = finished_attempts(ctx.run_dir, "execute")
+    complete = {key for key, eids in group_eids.items()
+                if all(done.get(x, (0, ""))[1] == "ok" for _, x in eids)}
     jobs = []
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
-        if R.edv_path(ctx.run_dir, "distill_runs", epoch, name).exists():
+        if ((domain, task_id) not in complete
+                or R.edv_path(ctx.run_dir, "distill_runs", epoch, name).exists()):
             continue
         a = cfg.agent(r.distiller)
         jobs.append(StageJob(
@@ -72,7 +79,7 @@ def run_epoch(ctx, bank: MemoryBank, epoch: int, train: dict[str, list]) -> None
             domain=domain, task_id=task_id, episode_ids=[x for _, x in group_eids[(domain, task_id)]],
             timeout_s=cfg.runtime.episode_timeout_s, distiller=r.distiller,
             distiller_type=r.distiller_type, sampling=a.sampling,
-            endpoint=ctx.pool.endpoint(a.model, "agent", f"distill|{r.distiller}"),
+            endpoint=ctx.pool.agent_endpoint(cfg, r.distiller, f"distill|{r.distiller}"),
             json_mode=cfg.models[a.model].json_mode, sees_reward=e.distiller_sees_reward,
             require_contrast=e.require_contrast, max_candidates=e.max_candidates,
             retries=e.distill_retries, max_chars=e.max_trajectory_chars))
@@ -98,6 +105,16 @@ def run_epoch(ctx, bank: MemoryBank, epoch: int, train: dict[str, list]) -> None
             retries=e.verify_retries, max_chars=e.max_trajectory_chars))
     ctx.runner.run_jobs(jobs, label=f"epoch {epoch} verify", show_progress=ctx.show_progress)
     update_memory(ctx, bank, epoch, roles)
+    return [f"{d}/{t}" for (d, t) in sorted(roles) if not _task_finished(ctx, epoch, d, t)]
+
+
+def _task_finished(ctx, epoch: int, domain: str, task_id: str) -> bool:
+    name = R.task_file(task_id, domain)
+    marker = read_rows(R.edv_path(ctx.run_dir, "distill_runs", epoch, name))
+    if not marker:
+        return False
+    needs_votes = marker[0]["n_candidates"] > 0 or poison_candidates(ctx.cfg, epoch, domain, task_id)
+    return not needs_votes or R.edv_path(ctx.run_dir, "verify_runs", epoch, name).exists()
 
 
 def update_memory(ctx, bank: MemoryBank, epoch: int, roles: dict) -> list[dict[str, Any]]:

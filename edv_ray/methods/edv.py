@@ -20,7 +20,13 @@ def run_edv(ctx) -> None:
     test = split_tasks(cfg.benchmark, e.test_split, e.test_task_ids, e.num_test_tasks)
     bank = MemoryBank.load(ctx.run_dir / "memory", dedup_threshold=e.dedup_threshold)
     for epoch in range(e.epochs):
-        run_epoch(ctx, bank, epoch, train)
+        unfinished = run_epoch(ctx, bank, epoch, train)
+        if unfinished:
+            ctx.console.print(
+                f"[yellow]epoch {epoch}: {len(unfinished)} task(s) unfinished "
+                f"(e.g. {unfinished[0]}) after infrastructure errors; stopping before "
+                f"inference — continue with `edv run --resume {ctx.run_dir}`[/]")
+            return
         ctx.console.print(f"epoch {epoch}: memory holds {len(bank)} item(s)")
         if e.eval_after_each_epoch or epoch == e.epochs - 1:
             run_inference(ctx, bank, epoch, test)

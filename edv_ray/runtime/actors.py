@@ -1,4 +1,4 @@
-"""Ray actors: one per model server, and threaded episode runners.
+"""Ray actors: threaded episode runners (server actors: serving.vllm_server.SupervisedServer).
 
 Episodes wait on HTTP, not CPU: a runner is one process (τ²-bench and litellm imported
 once) running many episodes in threads (``max_concurrency``), not a process per episode.
@@ -9,32 +9,6 @@ cores, and Ray's CPU accounting would otherwise cap concurrency at 2.
 from __future__ import annotations
 
 import ray
-
-from edv_ray.serving.protocol import ServerInfo
-
-
-@ray.remote(num_cpus=0, max_restarts=0)
-class ServerActor:
-    """Hosts one engine process (llama.cpp here; vLLM's actor lives in serving.vllm_server)."""
-
-    def __init__(self, server_id: str, model_name: str, engine: str, kwargs: dict) -> None:
-        if engine != "llama_cpp":
-            raise ValueError(f"ServerActor hosts llama_cpp only, got {engine!r}")
-        from edv_ray.serving.llama_cpp_server import LlamaCppServer
-
-        self._server = LlamaCppServer(server_id=server_id, model_name=model_name, **kwargs)
-
-    def start(self) -> ServerInfo:
-        return self._server.start()
-
-    def info(self) -> ServerInfo:
-        return self._server.info()
-
-    def healthy(self) -> bool:
-        return self._server.healthy()
-
-    def stop(self) -> None:
-        self._server.stop()
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)

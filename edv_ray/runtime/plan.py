@@ -23,7 +23,7 @@ def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, *, stage: str, doma
         run_id=run_id, stage=stage, method=cfg.method, epoch=epoch, domain=domain,
         task_id=task.id, task_type=task_type(domain, task.id, cfg.benchmark.task_type_key),
         trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
-        sampling=a.sampling, agent_endpoint=pool.endpoint(a.model, "agent", eid),
+        sampling=a.sampling, agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
         user_model=None if solo or us is None else us.model, user_endpoint=user_ep,
         user_sampling=None if us is None else us.sampling, solo=solo,
         seed=cfg.seed * 1000 + trial, max_steps=cfg.benchmark.max_steps,

@@ -18,6 +18,6 @@ def init_ray(rt: RuntimeConfig) -> None:
     address = rt.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, **kwargs)
-    else:  # a private local Ray on loopback
-        ray.init(num_cpus=rt.num_cpus or max(2, os.cpu_count() or 2),
+    else:  # a private local Ray on loopback (never silently joins another cluster)
+        ray.init(address="local", num_cpus=rt.num_cpus or max(2, os.cpu_count() or 2),
                  _node_ip_address="127.0.0.1", **kwargs)

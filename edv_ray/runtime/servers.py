@@ -9,7 +9,6 @@ for reachability before any episode starts.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from edv_ray.config import ConfigError, ModelConfig, RunConfig
 from edv_ray.llm.client import Endpoint
 from edv_ray.serving.embedded import EMBEDDED_MODELS, resolve_weights
 from edv_ray.serving.protocol import ServerInfo
+from edv_ray.serving.router import StickyRouter
 
 
 def served_name(model_name: str, mc: ModelConfig) -> str:
@@ -26,11 +26,17 @@ def served_name(model_name: str, mc: ModelConfig) -> str:
     return emb.served_name if emb else model_name
 
 
+def agent_group(cfg: RunConfig, agent: str) -> str:
+    """The server group an agent's calls go to (see ModelConfig.server_per)."""
+    model = cfg.agent(agent).model
+    return f"agent:{agent}" if cfg.models[model].server_per == "agent" else "agent"
+
+
 def role_groups(cfg: RunConfig) -> dict[str, set[str]]:
-    """model name → the role groups that use it ("agent", "user")."""
+    """model name → the server groups that use it ("agent[:NAME]", "user")."""
     groups: dict[str, set[str]] = {}
     for a in cfg.agents:
-        groups.setdefault(a.model, set()).add("agent")
+        groups.setdefault(a.model, set()).add(agent_group(cfg, a.name))
     if cfg.roles.user_simulator is not None:
         groups.setdefault(cfg.roles.user_simulator.model, set()).add("user")
     return groups
@@ -58,60 +64,89 @@ def check_models(cfg: RunConfig) -> None:
 
 @dataclass
 class ServedPool:
-    endpoints: dict[tuple[str, str], list[Endpoint]] = field(default_factory=dict)
+    """Endpoints per (model, server group), each group behind a sticky router."""
+
+    routers: dict[tuple[str, str], StickyRouter] = field(default_factory=dict)
+    external: dict[str, Endpoint] = field(default_factory=dict)
+    served: dict[str, str] = field(default_factory=dict)  # model → served name
     infos: list[ServerInfo] = field(default_factory=list)
     actors: list = field(default_factory=list)
 
+    def agent_endpoint(self, cfg: RunConfig, agent: str, sticky_key: str) -> Endpoint:
+        return self.endpoint(cfg.agent(agent).model, agent_group(cfg, agent), sticky_key)
+
     def endpoint(self, model: str, group: str, sticky_key: str) -> Endpoint:
-        eps = self.endpoints.get((model, group)) or self.endpoints.get((model, "*"))
-        if not eps:
-            raise KeyError(f"no endpoint for model {model!r} (group {group})")
-        h = int(hashlib.sha1(sticky_key.encode()).hexdigest()[:8], 16)
-        return eps[h % len(eps)]
+        if model in self.external:
+            return self.external[model]
+        router = self.routers.get((model, group)) or self.routers.get((model, "*"))
+        if router is None:
+            raise KeyError(f"no servers for model {model!r} (group {group})")
+        return Endpoint(model, f"openai/{self.served[model]}", router.pick(sticky_key))
 
     def stop(self) -> None:
         import ray
 
         for actor in self.actors:
             try:
-                ray.get(actor.stop.remote(), timeout=30)
+                ray.get(actor.stop.remote(), timeout=60)
                 ray.kill(actor)
             except Exception:
                 pass
         self.actors.clear()
 
 
-def launch_servers(cfg: RunConfig, run_dir: Path) -> ServedPool:
-    import ray
+def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: Path):
+    """One supervised server actor (any engine; see serving.vllm_server.SupervisedServer)."""
+    from edv_ray.serving.vllm_server import vllm_server_actor
 
-    from edv_ray.runtime.actors import ServerActor
+    mc = cfg.models[model]
+    sid = f"{model}/{group.replace(':', '-')}/{index}"
+    logs = str(run_dir / "logs")
+    if mc.engine == "vllm":
+        return vllm_server_actor(sid, model, mc.weights or "", engine_args=mc.engine_args,
+                                 served_name=served_name(model, mc), log_dir=logs)
+    return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
+                              n_ctx=mc.n_ctx, n_threads=mc.n_threads,
+                              engine_args=mc.engine_args, log_dir=logs)
+
+
+def llama_server_actor(server_id: str, model_name: str, weights: str, served: str, **kwargs):
+    """A supervised llama.cpp server actor (starts its engine on creation; ``start`` → info).
+    It reserves no Ray CPUs: the engine's threads use the cores anyway."""
+    from edv_ray.serving.llama_cpp_server import LlamaCppServer
+    from edv_ray.serving.vllm_server import server_actor_options, supervised_actor_class
+
+    cls = supervised_actor_class(**server_actor_options(gpus=0, num_cpus=0, max_restarts=2))
+    return cls.remote(LlamaCppServer, dict(server_id=server_id, model_name=model_name,
+                                           weights=weights, served_name=served, **kwargs),
+                      interval_s=30.0)
+
+
+def launch_servers(cfg: RunConfig, run_dir: Path) -> ServedPool:
+    """Start every server the run needs (in parallel) and wait until all answer."""
+    import ray
 
     pool = ServedPool()
     pending = []
     for model, groups in sorted(role_groups(cfg).items()):
         mc = cfg.models[model]
         if mc.engine == "endpoint":
-            pool.endpoints[(model, "*")] = [Endpoint(model, mc.litellm_model or "", mc.api_base,
-                                                     mc.api_key_env)]
+            pool.external[model] = Endpoint(model, mc.litellm_model or "", mc.api_base, mc.api_key_env)
             continue
-        if mc.engine != "llama_cpp":
-            raise ConfigError(f"model {model!r}: engine {mc.engine} is started by the cluster "
-                              "path (see cluster/README.md), not by a local run")
-        for group in sorted(groups):
+        pool.served[model] = served_name(model, mc)
+        # vLLM batches requests and shares its prefix cache: one set of replicas per model
+        for group in (["*"] if mc.engine == "vllm" else sorted(groups)):
             for i in range(mc.replicas):
-                sid = f"{model}/{group}/{i}"
-                actor = ServerActor.options(name=None).remote(sid, model, "llama_cpp", dict(
-                    weights=mc.weights, served_name=served_name(model, mc), n_ctx=mc.n_ctx,
-                    n_threads=mc.n_threads, engine_args=mc.engine_args,
-                    log_dir=str(run_dir / "logs")))
+                actor = _server_actor(cfg, model, group, i, run_dir)
                 pool.actors.append(actor)
                 pending.append((model, group, actor.start.remote()))
     try:
+        infos: dict[tuple[str, str], list[ServerInfo]] = {}
         for model, group, ref in pending:
             info: ServerInfo = ray.get(ref)
             pool.infos.append(info)
-            pool.endpoints.setdefault((model, group), []).append(
-                Endpoint(model, f"openai/{info.served_name}", info.base_url))
+            infos.setdefault((model, group), []).append(info)
+        pool.routers = {key: StickyRouter.from_infos(v) for key, v in infos.items()}
     except Exception:
         pool.stop()
         raise

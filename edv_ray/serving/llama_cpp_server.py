@@ -47,6 +47,11 @@ class LlamaCppServer(ProcessServer):
             argv += [f"--{key}", str(value)]
         return argv
 
+    def healthy(self) -> bool:
+        """Process alive. Not an HTTP probe: the server answers one request at a time, so a
+        probe queued behind a long generation would time out and get a busy server killed."""
+        return self._proc is not None and self._proc.poll() is None
+
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(self.n_threads))

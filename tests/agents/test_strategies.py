@@ -33,6 +33,16 @@ def test_plain_text_and_broken_calls_stay_text():
     assert parse_text_turn('{"foo": 1}', TEXT).tool_calls == []
 
 
+def test_bare_calls_inside_text_and_a_missing_final_brace():
+    seen = parse_text_turn('Tool response:\n{"name": "create_task", "arguments": {"user_id": "u"}}', TEXT)
+    assert seen.tool_calls[0]["arguments"] == {"user_id": "u"}
+    cut = parse_text_turn('{"name": "done", "arguments": {"note": "x"}', TEXT)
+    assert cut.tool_calls[0]["name"] == "done"
+    two = parse_text_turn('<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+                          '<tool_call>{"name": "b", "arguments": {}}</tool_call>', TEXT)
+    assert [c["name"] for c in two.tool_calls] == ["a", "b"]
+
+
 def test_plan_line_is_not_shown_to_the_customer():
     turn = parse_text_turn("Plan: ask for the order id\nCould you share your order id?", PLAN)
     assert turn.text == "Could you share your order id?"

@@ -15,11 +15,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def qwen_server(ray_session, tmp_path_factory):
-    from edv_ray.runtime.actors import ServerActor
+    from edv_ray.runtime.servers import llama_server_actor
 
-    actor = ServerActor.remote("qwen/test/0", "qwen", "llama_cpp", dict(
-        weights="qwen2.5-coder-0.5b-instruct", served_name="qwen", n_ctx=4096,
-        log_dir=str(tmp_path_factory.mktemp("logs"))))
+    actor = llama_server_actor("qwen/test/0", "qwen", "qwen2.5-coder-0.5b-instruct", "qwen",
+                               n_ctx=4096, log_dir=str(tmp_path_factory.mktemp("logs")))
     info = ray_session.get(actor.start.remote())
     yield actor, info
     ray_session.get(actor.stop.remote())
@@ -41,10 +40,9 @@ def test_real_call_through_the_one_client(qwen_server, ray_session):
 
 
 def test_server_stops_cleanly(ray_session):
-    from edv_ray.runtime.actors import ServerActor
+    from edv_ray.runtime.servers import llama_server_actor
 
-    actor = ServerActor.remote("smol/test/0", "smol", "llama_cpp", dict(
-        weights="smollm2-135m-instruct", served_name="smol", n_ctx=2048))
+    actor = llama_server_actor("smol/test/0", "smol", "smollm2-135m-instruct", "smol", n_ctx=2048)
     info = ray_session.get(actor.start.remote())
     import os
 
