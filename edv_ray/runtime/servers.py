@@ -104,7 +104,8 @@ def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: P
     logs = str(run_dir / "logs")
     if mc.engine == "vllm":
         return vllm_server_actor(sid, model, mc.weights or "", engine_args=mc.engine_args,
-                                 served_name=served_name(model, mc), log_dir=logs)
+                                 served_name=served_name(model, mc), log_dir=logs,
+                                 python=mc.python, num_gpus=mc.num_gpus)
     return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
                               n_ctx=mc.n_ctx, n_threads=mc.n_threads,
                               engine_args=mc.engine_args, log_dir=logs)

