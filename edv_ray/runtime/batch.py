@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -62,8 +63,15 @@ class EpisodeRunner:
         rt = cfg.runtime
         self.concurrency = rt.concurrency
         per_worker = max(1, math.ceil(rt.concurrency / rt.workers))
+        # API keys travel to the workers (possibly on other nodes) as environment
+        # variables of their runtime env: held by Ray in memory, never written by us.
+        keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
+                if m.api_key_env and m.api_key_env in os.environ}
+        options = {"max_concurrency": per_worker}
+        if keys:
+            options["runtime_env"] = {"env_vars": keys}
         self.workers = [
-            EpisodeWorker.options(max_concurrency=per_worker).remote(
+            EpisodeWorker.options(**options).remote(
                 run_dir, cfg.llm.timeout_s, cfg.llm.max_retries)
             for _ in range(rt.workers)
         ]

@@ -163,6 +163,7 @@ class ScriptedServer:
                 req = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, b'{"error": "not found"}')
+                req["_authorization"] = self.headers.get("Authorization", "")
                 with server._lock:
                     server.requests.append(req)
                     fault = server._faults.pop(0) if server._faults else None
