@@ -122,7 +122,7 @@ class BenchmarkConfig(_Strict):
     task_ids: list[str] | None = None
     num_tasks: int | None = Field(None, ge=1)  # per domain, after task_ids filtering
     solo: Literal["auto", "always", "never"] = "auto"
-    max_steps: int = Field(30, ge=1)
+    max_steps: int = Field(100, ge=1)  # τ²-bench's own default
     max_errors: int = Field(5, ge=1)
     task_type_key: Literal["domain", "domain_task_prefix"] = "domain"
 

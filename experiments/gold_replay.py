@@ -32,6 +32,7 @@ def main() -> int:
     ap.add_argument("--domain", default="airline")
     ap.add_argument("--split", default="test")
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--workers", type=int, default=1, help="episode-runner processes")
     ap.add_argument("--strategy", default="native_tools")
     ap.add_argument("--out", default=None, help="output dir (default: a temp dir)")
     args = ap.parse_args()
@@ -43,7 +44,8 @@ def main() -> int:
         server.base_url, out, run_id=f"gold-{args.domain}-c{args.concurrency}",
         agents=[{"name": "gold", "model": "scripted", "prompt_strategy": args.strategy}],
         benchmark={"domains": [args.domain], "split": args.split, "num_tasks": None},
-        runtime={"concurrency": args.concurrency, "episode_timeout_s": 300}))
+        runtime={"concurrency": args.concurrency, "workers": args.workers,
+                 "episode_timeout_s": 300}))
     cfg, run_id, run_dir = pipeline.prepare_from(cfg)
     t0 = time.monotonic()
     pipeline.execute(cfg, run_id, run_dir, console=Console())
@@ -52,7 +54,7 @@ def main() -> int:
         "SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"gold replay {args.domain}/{args.split}: rows={n} pass@1={p1:.3f} "
-          f"concurrency={args.concurrency} wall={wall:.1f}s driver_peak_rss={rss_mb:.0f}MB "
+          f"concurrency={args.concurrency} workers={args.workers} wall={wall:.1f}s driver_peak_rss={rss_mb:.0f}MB "
           f"run_dir={run_dir}")
     server.stop()
     return 0 if (n == len(tasks) and p1 == 1.0) else 1

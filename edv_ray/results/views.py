@@ -20,10 +20,6 @@ MATRIX_STAGES = ("execute", "eval")
 MATRIX_PRIOR = 0.5
 
 
-def _glob(run_dir: Path, table: str) -> str:
-    return str(run_dir / table / "**" / "*.parquet").replace("'", "''")
-
-
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
     """A view over every Parquet file under ``folder`` (hive partitions as columns), or a
     typed empty table when there is none yet, so derived views always bind."""
@@ -49,14 +45,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
 
     register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
     register_table(con, "llm_calls", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
-    pool = run_dir / "pool" / "agents.parquet"
-    if pool.exists():
-        con.execute(f"CREATE OR REPLACE VIEW pool AS SELECT * FROM read_parquet('{pool}')")
-    else:
-        import pyarrow as pa
-
-        con.register("_pool_empty", pa.Table.from_pylist([], schema=POOL_SCHEMA))
-        con.execute("CREATE OR REPLACE VIEW pool AS SELECT * FROM _pool_empty")
+    register_table(con, "pool", run_dir / "pool", POOL_SCHEMA, [])
     stages = ", ".join("'" + s.replace("'", "''") + "'" for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS

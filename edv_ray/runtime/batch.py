@@ -82,11 +82,7 @@ class EpisodeRunner:
             show_progress: bool = True) -> BatchStats:
         """Run episode specs; every spec ends as a row (ok or error) on disk."""
         stats = BatchStats()
-
-        def failed(spec: EpisodeSpec, message: str) -> dict[str, Any]:
-            return self._driver_error(spec, message)
-
-        self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()), failed,
+        self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()), self._driver_error,
                       stats.add, stats.line, label, show_progress)
         return stats
 

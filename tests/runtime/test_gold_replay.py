@@ -46,6 +46,18 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     assert roles["agent"] > 0 and roles["user_sim"] >= 20
 
 
+def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path):
+    run_dir = _run(scripted_config(
+        server.base_url, tmp_path,
+        agents=[{"name": "gold", "model": "scripted", "prompt_strategy": "native_tools"}],
+        benchmark={"domains": ["airline"], "split": "test", "num_tasks": None},
+        runtime={"concurrency": 16, "workers": 2, "episode_timeout_s": 300}))
+    n, ok, p1 = connect(run_dir).execute(
+        "SELECT count(*), count(*) FILTER (WHERE status = 'ok'), avg(CAST(success AS DOUBLE)) "
+        "FROM episodes").fetchone()
+    assert (n, ok, p1) == (20, 20, 1.0)
+
+
 def test_do_nothing_scores_zero_where_gold_changes_the_db(server, tmp_path):
     tasks = [t for t in tau2_tasks("airline", "test")
              if any(not a.name.startswith(READ_ONLY) for a in t.evaluation_criteria.actions or [])][:4]

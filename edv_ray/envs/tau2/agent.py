@@ -9,7 +9,7 @@ system prompt.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from tau2.agent.llm_agent import LLMAgent, LLMAgentState, LLMSoloAgent
 from tau2.data_model.message import AssistantMessage, MultiToolMessage, ToolCall, UserMessage
