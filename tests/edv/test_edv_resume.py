@@ -71,10 +71,14 @@ def test_resume_after_a_killed_worker(server, tmp_path):
     server.delay_s = 0.3
     cfg, run_id, run_dir = pipeline.prepare_from(load_config_dict(edv_config(server, tmp_path)))
 
-    def kill_worker():
-        out = subprocess.run(["pgrep", "-f", "ray::EpisodeWorker"], capture_output=True, text=True)
-        for pid in out.stdout.split():
-            os.kill(int(pid), signal.SIGKILL)
+    def kill_worker():  # only this session's workers: children of its own raylet
+        import psutil
+        import ray
+
+        raylet = ray._private.worker._global_node.all_processes["raylet"][0].process.pid
+        for child in psutil.Process(raylet).children(recursive=True):
+            if "ray::EpisodeWorker" in " ".join(child.cmdline()):
+                os.kill(child.pid, signal.SIGKILL)
 
     watcher = _kill_when(lambda: len(server.requests) >= 3, kill_worker)
     pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True), show_progress=False)
