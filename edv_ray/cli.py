@@ -83,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         err.print(f"[red]error:[/] {e}")
         return 2
+    except Exception as e:  # a server that cannot start: one message, its log tail included
+        from edv_ray.serving.embedded import WeightsError
+        from edv_ray.serving.process_server import ServerStartError
+
+        cause = getattr(e, "cause", None) or e.__cause__ or e
+        if isinstance(e, (ServerStartError, WeightsError)) or isinstance(
+                cause, (ServerStartError, WeightsError)):
+            err.print(f"[red]error:[/] a model server could not start: {cause}")
+            return 3
+        raise
     except KeyboardInterrupt:
         err.print("interrupted: resume with `edv run --resume RUN_DIR`")
         return 130
