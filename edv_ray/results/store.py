@@ -28,6 +28,3 @@ class RunStore:
 
     def write_pool(self, rows: list[dict[str, Any]]) -> None:
         write_rows_atomic(rows, self.run_dir / "pool" / "agents.parquet", POOL_SCHEMA)
-
-    def has_table(self, name: str) -> bool:
-        return any((self.run_dir / name).rglob("*.parquet"))

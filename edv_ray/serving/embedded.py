@@ -66,14 +66,6 @@ def _locate(dist: str, rel: str) -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("EDV_CACHE_DIR", Path.home() / ".cache" / "edv-ray"))
 
@@ -118,8 +110,3 @@ def resolve_weights(spec: str) -> Path:
     target.with_suffix(".sha256").write_text(h.hexdigest())
     return target
 
-
-def verify_file(path: Path, expected_sha256: str) -> None:
-    got = _sha256(path)
-    if got != expected_sha256:
-        raise WeightsError(f"{path}: sha256 mismatch (got {got}, expected {expected_sha256})")
