@@ -6,6 +6,7 @@ resumed run — or a rerun with the same seed — draws the same group and disti
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from importlib import resources
@@ -60,9 +61,11 @@ def draw_roles(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> TaskRol
     return TaskRoles(group, distiller, dtype, verifiers)
 
 
-def load_poison(domain: str) -> list[dict[str, Any]]:
+@functools.lru_cache(maxsize=None)
+def load_poison(domain: str) -> tuple[dict[str, Any], ...]:
+    """The domain's poison rules (read once per process; callers must not mutate them)."""
     text = resources.files("edv_ray.edv").joinpath("poison", f"{domain}.yaml").read_text()
-    return list(yaml.safe_load(text) or [])
+    return tuple(yaml.safe_load(text) or [])
 
 
 def poison_candidates(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> list[dict[str, Any]]:
@@ -75,6 +78,6 @@ def poison_candidates(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> 
     return [dict(
         candidate_id=candidate_id(epoch, domain, task_id, 1000 + i, p["rule"]), run_id=cfg.run_id,
         domain=domain, task_id=task_id, distiller="poison", distiller_type="poison",
-        title=p["title"], when_to_use=p["when_to_use"], rule=p["rule"], tags=p.get("tags", []),
+        title=p["title"], when_to_use=p["when_to_use"], rule=p["rule"], tags=list(p.get("tags", [])),
         supporting_episode_ids=[], rejected_episode_ids=[], supporting_all_failed=None,
         is_poison=True) for i, p in enumerate(picks)]

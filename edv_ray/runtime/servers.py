@@ -9,6 +9,7 @@ for reachability before any episode starts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def check_models(cfg: RunConfig) -> None:
             except Exception as err:
                 raise ConfigError(f"model {name!r}: {err}") from None
         elif mc.engine == "endpoint":
-            if mc.api_key_env and mc.api_key_env not in __import__("os").environ:
+            if mc.api_key_env and mc.api_key_env not in os.environ:
                 raise ConfigError(f"model {name!r}: environment variable {mc.api_key_env} is not set")
             if mc.api_base:
                 try:
