@@ -4,7 +4,12 @@ A run = models (served by edv or external endpoints) + agents (model + prompt st
 sampling) + roles pointing at agents + a benchmark selection + runtime knobs. Unknown
 fields, unknown model/agent/domain names and inconsistent settings raise
 :class:`ConfigError` with one clear message; reachability of external endpoints is
-checked by :func:`edv_ray.serving.launch.check_endpoints` before episodes start.
+checked by :func:`edv_ray.runtime.servers.check_models` before episodes start.
+
+Methods are plug-ins (:mod:`edv_ray.methods`): ``method`` names one or more registered
+methods, and each method's own typed section (a top-level key named after the method,
+e.g. ``edv:``) is validated by the class the method registered — this module knows no
+method by name.
 """
 
 from __future__ import annotations
@@ -118,9 +123,14 @@ class RolesConfig(_Strict):
 class BenchmarkConfig(_Strict):
     name: Literal["tau2"] = "tau2"
     domains: list[str] = Field(default_factory=lambda: ["mock"])
-    split: str = "train"  # a τ²-bench split name (train / test / base) or "all"
+    # the evaluation (test) selection: what every method is scored on
+    split: str = "test"  # a τ²-bench split name (train / test / base) or "all"
     task_ids: list[str] | None = None
     num_tasks: int | None = Field(None, ge=1)  # per domain, after task_ids filtering
+    # the construction (training) selection: what memory / the Ability Matrix is built on
+    train_split: str = "train"
+    train_task_ids: list[str] | None = None
+    num_train_tasks: int | None = Field(None, ge=1)
     solo: Literal["auto", "always", "never"] = "auto"
     max_steps: int = Field(100, ge=1)  # τ²-bench's own default
     max_errors: int = Field(5, ge=1)
@@ -143,7 +153,7 @@ class RuntimeConfig(_Strict):
     episode_timeout_s: float = Field(900.0, gt=0)
     trials: int = Field(1, ge=1)
     ray_address: str | None = None  # None = start a local Ray; "auto" = join a cluster
-    num_cpus: int | None = None
+    num_cpus: int | None = Field(None, ge=1)
 
 
 class LLMConfig(_Strict):
@@ -151,67 +161,19 @@ class LLMConfig(_Strict):
     max_retries: int = Field(2, ge=0, le=10)
 
 
-class EDVConfig(_Strict):
-    """The paradigm as configuration (every switch the paper ablates).
-
-    distill_by: third_party (a pool member outside the group) | executor (one of the
-      group) | self (the single executor distills its own run).
-    verify_by: executors (each executor votes with its own trajectory) | distiller |
-      external (a pool member outside group and distiller) | self | none (auto-approve).
-    Routing: every verifier approves → shared bank; some → each approver's private bank;
-    none → discarded.
-    """
-
-    n_executors: int = Field(2, ge=1)
-    distill_by: Literal["third_party", "executor", "self"] = "third_party"
-    verify_by: Literal["executors", "distiller", "external", "self", "none"] = "executors"
-    require_contrast: bool = True  # distill only when the group has a success and a failure
-    distiller_sees_reward: bool = True
-    max_candidates: int = Field(3, ge=1, le=10)
-    distill_retries: int = Field(2, ge=0, le=5)
-    verify_retries: int = Field(1, ge=0, le=5)
-    max_trajectory_chars: int = Field(6000, ge=500)
-    epochs: int = Field(1, ge=1, le=50)
-    train_split: str = "train"
-    test_split: str = "test"
-    train_task_ids: list[str] | None = None
-    test_task_ids: list[str] | None = None
-    num_train_tasks: int | None = Field(None, ge=1)
-    num_test_tasks: int | None = Field(None, ge=1)
-    retrieve_during_construction: bool = True
-    eval_after_each_epoch: bool = False
-    retrieval_k: int = Field(3, ge=0, le=20)
-    retrieval_tau: float = Field(0.1, ge=-1.0, le=1.0)
-    leave_one_task_out: bool = True
-    dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
-    routing: Literal["ability_matrix", "fixed"] = "ability_matrix"
-    fixed_solver: str | None = None
-    poison_per_task: int = Field(1, ge=0, le=10)  # known-wrong candidates injected into Verify
-    poison_to_memory: bool = False  # measure admission without contaminating the banks
-
-    @model_validator(mode="after")
-    def _check_paradigm(self) -> "EDVConfig":
-        if self.distill_by == "self" and self.n_executors != 1:
-            raise ValueError("distill_by=self needs n_executors=1")
-        if self.verify_by == "self" and self.distill_by != "self":
-            raise ValueError("verify_by=self means the executor that distilled votes: use distill_by=self")
-        if self.require_contrast and self.n_executors < 2:
-            raise ValueError("require_contrast needs n_executors>=2 (one run cannot both succeed and fail)")
-        if self.routing == "fixed" and not self.fixed_solver:
-            raise ValueError("routing=fixed needs fixed_solver")
-        return self
-
-
 class WandbConfig(_Strict):
     mode: Literal["offline", "online", "disabled"] = "offline"
     project: str = "edv-ray"
 
 
-class RunConfig(_Strict):
+class RunConfig(BaseModel):
+    # extra top-level keys are method sections, validated by the registered methods
+    model_config = ConfigDict(extra="allow")
+
     run_id: str | None = None
     output_dir: str = "runs"
     seed: int = 0
-    method: str = "no_memory"
+    method: str | list[str] = "no_memory"  # one method or several, run side by side
     models: dict[str, ModelConfig]
     agents: list[AgentConfig]
     roles: RolesConfig = Field(default_factory=RolesConfig)
@@ -219,7 +181,6 @@ class RunConfig(_Strict):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
-    edv: EDVConfig = Field(default_factory=EDVConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> "RunConfig":
@@ -244,25 +205,53 @@ class RunConfig(_Strict):
         us = self.roles.user_simulator
         if us is not None and us.model not in self.models:
             raise ValueError(f"roles.user_simulator uses unknown model {us.model!r}")
-        if self.method == "edv":
-            self._check_edv_pool(names)
-        if self.run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_id):
-            raise ValueError(f"run_id {self.run_id!r}: use letters, digits, '_', '.', '-'")
+        if self.run_id is not None and (
+                not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", self.run_id)
+                or set(self.run_id) == {"."}):
+            raise ValueError(f"run_id {self.run_id!r}: use letters, digits, '_', '.', '-' "
+                             "(not starting with '.' or '-')")
+        self._check_methods()
         return self
 
-    def _check_edv_pool(self, names: list[str]) -> None:
-        e, execs = self.edv, self.executor_names()
-        if e.n_executors > len(execs):
-            raise ValueError(f"edv.n_executors={e.n_executors} but only {len(execs)} executors")
-        outside = len(names) - e.n_executors  # worst case: the group holds no non-executor
-        if e.distill_by == "third_party" and outside < 1 and not self.roles.distillers:
-            raise ValueError("distill_by=third_party needs a pool member outside the execution group")
-        if e.verify_by == "external" and outside < 1 + (e.distill_by == "third_party"):
-            raise ValueError("verify_by=external needs a pool member outside the group and the distiller")
-        if e.fixed_solver is not None and e.fixed_solver not in names:
-            raise ValueError(f"edv.fixed_solver names unknown agent {e.fixed_solver!r}")
+    def _check_methods(self) -> None:
+        """``method`` names registered methods; every extra top-level key is a method
+        section, validated by its method's config class (and its pool checks)."""
+        from edv_ray.methods.registry import get_method, known_methods
+
+        names = self.method_names()
+        if not names:
+            raise ValueError("`method` is empty")
+        known = known_methods()
+        for n in names:
+            if n not in known:
+                raise ValueError(f"unknown method {n!r}; known: {sorted(known)}")
+        extra = self.__pydantic_extra__ or {}
+        for key, raw in list(extra.items()):
+            if key not in known:
+                raise ValueError(f"{key}: unknown field")
+            m = get_method(key)
+            try:
+                section = m.config_cls.model_validate(raw or {})
+            except ValidationError as err:
+                first = err.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"{key}.{loc}: {first['msg'].removeprefix('Value error, ')}") from None
+            extra[key] = section.model_dump(mode="json")
+        for n in names:
+            if get_method(n).check is not None:
+                get_method(n).check(self, self.section(n))
 
     # ---- derived -------------------------------------------------------------------
+    def method_names(self) -> list[str]:
+        return [self.method] if isinstance(self.method, str) else list(self.method)
+
+    def section(self, method: str):
+        """The typed config section of ``method`` (its defaults when absent)."""
+        from edv_ray.methods.registry import get_method
+
+        raw = (self.__pydantic_extra__ or {}).get(method) or {}
+        return get_method(method).config_cls.model_validate(raw)
+
     def executor_names(self) -> list[str]:
         return list(self.roles.executors) or [a.name for a in self.agents]
 
@@ -276,7 +265,7 @@ class RunConfig(_Strict):
         if self.run_id:
             return self.run_id
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        return f"{stamp}-{self.method}"
+        return f"{stamp}-{'+'.join(self.method_names())}"
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

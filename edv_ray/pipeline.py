@@ -1,21 +1,22 @@
-"""One run, start to end: validate → serve → run the method's stages → report.
+"""One run, start to end: validate → serve → run each method's stages → report.
 
 Everything a user can get wrong (config, unknown task ids, missing weights,
-unreachable endpoints, a task that needs a user simulator) fails here before any
-episode starts. A run folder holds the resolved config, Parquet tables, server logs,
-the report (CSV + PNG) and W&B's offline files; ``--resume`` continues it.
+unreachable endpoints, a task that needs a user simulator, a policy that cannot fit a
+model's context) fails here before any episode starts. A run folder holds the resolved
+config, Parquet tables, server logs, the report (CSV + PNG) and W&B's offline files;
+``--resume`` continues it. This module knows no method or benchmark by name: methods
+come from :mod:`edv_ray.methods.registry`, benchmarks from :mod:`edv_ray.envs.protocol`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 from edv_ray.config import ConfigError, RunConfig, dump_config, load_config
-from edv_ray.envs.tau2.tasks import select_tasks, use_solo
 
 
 @dataclass
@@ -23,52 +24,72 @@ class RunContext:
     cfg: RunConfig
     run_id: str
     run_dir: Path
-    tasks: dict[str, list]  # domain → τ²-bench tasks
+    env: object  # envs.protocol.Environment
     pool: object  # runtime.servers.ServedPool
     runner: object  # runtime.batch.EpisodeRunner
     console: Console
+    tracker: object  # report.tracking.Tracker
     show_progress: bool = True
+    unfinished: list[str] = field(default_factory=list)  # tasks a method left for --resume
 
 
-def validate(cfg: RunConfig) -> dict[str, list]:
-    """All up-front checks; returns the selected tasks."""
-    from edv_ray.runtime.servers import check_models
-    from edv_ray.methods import METHODS
+def selected_tasks(cfg: RunConfig) -> dict[str, list]:
+    """Every task the run's methods touch (test selection + training where used)."""
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.methods.registry import get_method
 
-    if cfg.method not in METHODS:
-        raise ConfigError(f"unknown method {cfg.method!r}; known: {sorted(METHODS)}")
-    tasks = method_tasks(cfg)
-    if cfg.roles.user_simulator is None:
-        needy = [t.id for ts in tasks.values() for t in ts if not use_solo(cfg.benchmark.solo, t)]
-        if needy:
-            raise ConfigError(
-                f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
-                "but roles.user_simulator is not set"
-            )
-    check_models(cfg)
-    return tasks
-
-
-def method_tasks(cfg: RunConfig) -> dict[str, list]:
-    """Every task the method will touch (EDV: its train and test selections)."""
-    if cfg.method != "edv":
-        return select_tasks(cfg.benchmark)
-    from edv_ray.methods.edv import split_tasks
-
-    e, out = cfg.edv, {}
-    for split, ids, n in ((e.train_split, e.train_task_ids, e.num_train_tasks),
-                          (e.test_split, e.test_task_ids, e.num_test_tasks)):
-        for d, ts in split_tasks(cfg.benchmark, split, ids, n).items():
+    env, b = get_env(cfg.benchmark.name), cfg.benchmark
+    sels = [(b.split, b.task_ids, b.num_tasks)]
+    if any(get_method(m).uses_train for m in cfg.method_names()):
+        sels.append((b.train_split, b.train_task_ids, b.num_train_tasks))
+    out: dict[str, list] = {}
+    for split, ids, n in sels:
+        for d, ts in env.select_tasks(b, split, ids, n).items():
             known = {t.id for t in out.get(d, [])}
             out.setdefault(d, []).extend(t for t in ts if t.id not in known)
     return out
 
 
+def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
+    """Each agent's model must hold the full policy plus its answer (DESIGN: policies are
+    never cut); one clear error naming model and sizes otherwise."""
+    from edv_ray.prompts.budget import TEMPLATE_TOKENS, count_tokens
+
+    for d in domains:
+        policy = count_tokens(env.policy(cfg.benchmark, d))
+        for a in cfg.agents:
+            mc = cfg.models[a.model]
+            need = policy + a.sampling.max_tokens + TEMPLATE_TOKENS
+            if need > mc.n_ctx:
+                raise ConfigError(
+                    f"model {a.model!r} (agent {a.name}): the {d} policy (~{policy} tokens) + "
+                    f"max_tokens {a.sampling.max_tokens} need ~{need} tokens > n_ctx {mc.n_ctx}")
+
+
+def validate(cfg: RunConfig) -> dict[str, list]:
+    """All up-front checks; returns the selected tasks."""
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.runtime.servers import check_models
+
+    env = get_env(cfg.benchmark.name)
+    tasks = selected_tasks(cfg)
+    if cfg.roles.user_simulator is None:
+        needy = [t.id for ts in tasks.values() for t in ts
+                 if env.needs_user_simulator(cfg.benchmark, t)]
+        if needy:
+            raise ConfigError(
+                f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
+                "but roles.user_simulator is not set")
+    check_prompt_budgets(cfg, env, list(tasks))
+    check_models(cfg)
+    return tasks
+
+
 def prepare(config_path: str | None, resume_dir: str | None) -> tuple[RunConfig, str, Path]:
     if resume_dir is not None:
         run_dir = Path(resume_dir)
-        if not (run_dir / "config.yaml").is_file():
-            raise ConfigError(f"{run_dir} is not a run folder (no config.yaml)")
+        if not (run_dir / "config.yaml").is_file() or not (run_dir / "pool").is_dir():
+            raise ConfigError(f"{run_dir} is not an edv run folder (no config.yaml and pool/)")
         cfg = load_config(run_dir / "config.yaml")
         return cfg, cfg.run_id or run_dir.name, run_dir
     return prepare_from(load_config(config_path) if config_path else default_config())
@@ -90,16 +111,17 @@ def default_config() -> RunConfig:
 
 def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None = None,
             show_progress: bool = True) -> dict:
-    from edv_ray.methods import METHODS
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.methods.registry import get_method
     from edv_ray.report.tables import report
-    from edv_ray.report.tracking import log_run
+    from edv_ray.report.tracking import Tracker
     from edv_ray.results.store import RunStore
     from edv_ray.runtime.batch import EpisodeRunner
     from edv_ray.runtime.ray_setup import init_ray
     from edv_ray.runtime.servers import launch_servers
 
     console = console or Console()
-    tasks = validate(cfg)
+    validate(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, run_dir / "config.yaml")
     store = RunStore(run_dir)
@@ -108,18 +130,21 @@ def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None 
          "is_executor": a.name in cfg.executor_names()} for a in cfg.agents
     ])
     init_ray(cfg.runtime)
-    console.print(f"[bold]run[/] {run_id} → {run_dir}")
+    console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
     pool = launch_servers(cfg, run_dir)
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
-    runner = None
+    runner, tracker = None, Tracker(cfg, run_id, run_dir)
     try:
         runner = EpisodeRunner(cfg, str(run_dir))
-        ctx = RunContext(cfg, run_id, run_dir, tasks, pool, runner, console, show_progress)
-        METHODS[cfg.method](ctx)
+        ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
+                         console, tracker, show_progress)
+        for name in cfg.method_names():
+            console.print(f"[bold]method[/] {name}")
+            get_method(name).run(ctx, cfg.section(name))
     finally:
         if runner is not None:
             runner.shutdown()
         pool.stop()
     tables = report(run_dir, console=console)
-    log_run(cfg, run_id, run_dir, tables)
+    tracker.finish(tables)
     return tables

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from edv_ray.prompts import render_prompt
+from edv_ray.prompts import render_prompt, fence
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ def render_system_prompt(
         mode = render_prompt("agents", "mode_conversation.v1")
     block = ""
     if experiences:
-        lines = "\n".join(f"{i}. {e.strip()}" for i, e in enumerate(experiences, 1))
+        # memory text came from models: fenced so it cannot close the block
+        lines = "\n".join(f"{i}. {fence(e.strip())}" for i, e in enumerate(experiences, 1))
         block = "\n" + render_prompt("agents", "experiences_block.v1", experiences=lines)
     tools = "\n".join(json.dumps(s["function"] if "function" in s else s) for s in tool_schemas)
     return render_prompt(

@@ -7,7 +7,6 @@ resumed run — or a rerun with the same seed — draws the same group and disti
 from __future__ import annotations
 
 import functools
-import random
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -15,7 +14,9 @@ from typing import Any
 import yaml
 
 from edv_ray.config import RunConfig
+from edv_ray.edv.config import EDVConfig
 from edv_ray.edv.records import candidate_id
+from edv_ray.methods.steps import draw_group, task_rng
 
 
 @dataclass(frozen=True)
@@ -26,15 +27,9 @@ class TaskRoles:
     verifiers: list[tuple[str, str]]  # (agent, verifier_type)
 
 
-def task_rng(seed: int, epoch: int, domain: str, task_id: str, what: str) -> random.Random:
-    return random.Random(f"{seed}|{epoch}|{domain}|{task_id}|{what}")
-
-
-def draw_roles(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> TaskRoles:
-    e = cfg.edv
+def draw_roles(cfg: RunConfig, e: EDVConfig, epoch: int, domain: str, task_id: str) -> TaskRoles:
     pool = [a.name for a in cfg.agents]
-    execs = sorted(cfg.executor_names())
-    group = sorted(task_rng(cfg.seed, epoch, domain, task_id, "group").sample(execs, e.n_executors))
+    group = draw_group(cfg, epoch, domain, task_id, e.n_executors)
     rng = task_rng(cfg.seed, epoch, domain, task_id, "distill")
     if e.distill_by == "self":
         distiller, dtype = group[0], "self"
@@ -56,6 +51,8 @@ def draw_roles(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> TaskRol
         if not options:
             raise ValueError(f"no external verifier outside group {group} and distiller {distiller}")
         verifiers = [(task_rng(cfg.seed, epoch, domain, task_id, "verify").choice(options), "external")]
+    elif e.verify_by == "judge":
+        verifiers = [(cfg.roles.judge, "judge")]
     else:
         verifiers = [(distiller, "none")]
     return TaskRoles(group, distiller, dtype, verifiers)
@@ -68,9 +65,10 @@ def load_poison(domain: str) -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load(text) or [])
 
 
-def poison_candidates(cfg: RunConfig, epoch: int, domain: str, task_id: str) -> list[dict[str, Any]]:
+def poison_candidates(cfg: RunConfig, e: EDVConfig, epoch: int, domain: str,
+                      task_id: str) -> list[dict[str, Any]]:
     """Known-wrong rules injected into Verify for this task (seeded choice)."""
-    n = cfg.edv.poison_per_task
+    n = e.poison_per_task
     if n == 0:
         return []
     pool = load_poison(domain)

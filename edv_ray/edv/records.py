@@ -89,13 +89,14 @@ DISTILL_RUN_SCHEMA = pa.schema([
     ("run_id", _S), ("domain", _S), ("task_id", _S), ("distiller", _S),
     ("distiller_type", _S), ("status", _S), ("attempts", pa.int32()),
     ("n_candidates", pa.int32()), ("group", _L), ("group_successes", pa.int32()),
-    ("error", _S),
+    ("error", _S), ("sees_reward", pa.bool_()),
 ])
 
 VOTE_SCHEMA = pa.schema([
     ("candidate_id", _S), ("run_id", _S), ("domain", _S), ("task_id", _S),
     ("verifier", _S), ("verifier_type", _S), ("approve", pa.bool_()),
-    ("parse_ok", pa.bool_()), ("rationale", _S), ("context_episode_ids", _L),
+    ("parse_ok", pa.bool_()), ("rationale", _S), ("sees_reward", pa.bool_()),
+    ("context_episode_ids", _L),
     ("context_success", pa.bool_()), ("supporting_all_failed", pa.bool_()),
     ("is_poison", pa.bool_()),
 ])

@@ -7,7 +7,6 @@ yields no candidates (never half-parsed ones), an unparseable vote is a reject.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -19,52 +18,13 @@ from edv_ray.edv.records import (
     TrajectoryView,
     VoteAnswer,
 )
-from edv_ray.prompts import render_prompt
-
-Caller = Callable[[list[dict[str, Any]], dict[str, Any]], str]
-
-
-def render_transcript(messages: list[dict[str, Any]], max_chars: int) -> str:
-    """A compact, readable transcript of a τ²-bench message list (JSON dicts)."""
-    lines = []
-    for m in messages:
-        role = m.get("role")
-        if m.get("tool_calls"):
-            for tc in m["tool_calls"]:
-                lines.append(f"{role} calls {tc.get('name')}({json.dumps(tc.get('arguments'))})")
-        elif role == "tool":
-            lines.append(f"tool result: {(m.get('content') or '')[:300]}")
-        elif m.get("content"):
-            lines.append(f"{role}: {m['content'][:600]}")
-    text = "\n".join(lines)
-    if len(text) > max_chars:  # keep the start (setup) and the end (outcome)
-        half = max_chars // 2
-        text = text[:half] + "\n[...]\n" + text[-half:]
-    return text
+from edv_ray.methods.answers import Caller, decoding_schema
+from edv_ray.methods.answers import parse_json as _parse_json
+from edv_ray.prompts import fence, render_prompt
 
 
-_LENGTH_KEYS = {"minLength", "maxLength", "minItems", "maxItems", "pattern"}
-
-
-def decoding_schema(model) -> dict[str, Any]:
-    """The JSON schema sent for constrained decoding: the model's shape without length
-    limits (llama.cpp expands each bounded string into a grammar rule per character and
-    gives up — measured: the server process crashed). Lengths are still enforced by the
-    strict pydantic validation of the answer."""
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in _LENGTH_KEYS}
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-    return strip(model.model_json_schema())
-
-
-def _parse_json(raw: str) -> Any:
-    raw = (raw or "").strip()
-    if raw.startswith("```"):
-        raw = raw.strip("`").removeprefix("json").strip()
-    return json.loads(raw)
+def _identity_fit(render: Callable[[list[str]], str], parts: list[str]) -> str:
+    return render(parts)
 
 
 @dataclass
@@ -75,18 +35,27 @@ class DistillResult:
     error: str | None = None
 
 
+def run_block(t: TrajectoryView, transcript: str, sees_reward: bool) -> str:
+    outcome = (f' outcome="{"success" if t.success else "failure"}" reward="{t.reward:.2f}"'
+               if sees_reward else "")
+    return f'<run label="{t.label}" agent="{t.agent}"{outcome}>\n{fence(transcript)}\n</run>'
+
+
 def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Caller, *,
-            sees_reward: bool, max_candidates: int, retries: int) -> DistillResult:
-    """Ask the distiller for lessons that contrast the runs; strict schema, retried."""
-    blocks = []
-    for t in trajectories:
-        outcome = f" (outcome: {'success' if t.success else 'failure'}, reward {t.reward:.2f})" if sees_reward else ""
-        blocks.append(f"<run label=\"{t.label}\"{outcome}>\n{t.transcript}\n</run>")
-    note = ("Each run's graded outcome is given." if sees_reward
+            sees_reward: bool, max_candidates: int, retries: int, task_noun: str = "task",
+            fit: Callable = _identity_fit) -> DistillResult:
+    """Ask the distiller for lessons that contrast the runs; strict schema, retried.
+    ``fit(render, transcripts)`` shortens transcripts to the model's prompt budget."""
+    note = ("Each run's graded outcome is given in its outcome attribute." if sees_reward
             else "The runs' outcomes are not given: judge them from the policy.")
-    prompt = render_prompt("edv", "distill.v1", task=task, policy=policy,
-                           trajectories="\n".join(blocks), reward_note=note,
-                           max_candidates=max_candidates)
+
+    def render(transcripts: list[str]) -> str:
+        blocks = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(trajectories, transcripts))
+        return render_prompt("edv", "distill.v2", task=fence(task), policy=policy,
+                             trajectories=blocks, reward_note=note, task_noun=task_noun,
+                             max_candidates=max_candidates)
+
+    prompt = fit(render, [t.transcript for t in trajectories])
     labels = {t.label for t in trajectories}
     schema = decoding_schema(DistillAnswer)
     error = None
@@ -121,11 +90,18 @@ class VoteResult:
     rationale: str
 
 
-def vote(task: str, policy: str, context: str, title: str, when_to_use: str, rule: str,
-         call: Caller, *, retries: int) -> VoteResult:
-    """One verifier's approve/reject on one candidate; unparseable (after retries) = reject."""
-    prompt = render_prompt("edv", "verify.v1", task=task, policy=policy, context=context,
-                           title=title, when_to_use=when_to_use, rule=rule)
+def vote(task: str, policy: str, context: list[TrajectoryView], title: str, when_to_use: str,
+         rule: str, call: Caller, *, retries: int, sees_reward: bool,
+         fit: Callable = _identity_fit) -> VoteResult:
+    """One verifier's approve/reject on one candidate; unparseable (after retries) = reject.
+    ``context`` = the runs the verifier judges from (its own run, as an executor)."""
+    def render(transcripts: list[str]) -> str:
+        runs = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(context, transcripts))
+        return render_prompt("edv", "verify.v2", task=fence(task), policy=policy,
+                             context=runs or "(no run of yours is available)",
+                             title=fence(title), when_to_use=fence(when_to_use), rule=fence(rule))
+
+    prompt = fit(render, [t.transcript for t in context])
     schema = decoding_schema(VoteAnswer)
     last = ""
     for _ in range(retries + 1):
@@ -139,9 +115,11 @@ def vote(task: str, policy: str, context: str, title: str, when_to_use: str, rul
 
 
 def route(approvals: dict[str, bool]) -> tuple[str, list[str]]:
-    """Default-reject routing: all approve → shared; some → private (approvers); none → discard.
-    No verifiers (verify_by=none) approves by construction → shared."""
+    """Default-reject routing: all approve → shared; some → private (approvers); none —
+    or no vote at all — → discard. (verify_by=none records an explicit approving vote.)"""
     approvers = sorted(v for v, ok in approvals.items() if ok)
+    if not approvals:
+        return "discard", []
     if len(approvers) == len(approvals):
         return "shared", approvers
     if approvers:

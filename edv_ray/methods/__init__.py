@@ -1,13 +1,6 @@
-"""Methods by name (configs pick behaviour by string): each runs its stages on a RunContext."""
+"""Methods as plug-ins: see :mod:`edv_ray.methods.registry` (the protocol and registry)
+and :mod:`edv_ray.methods.steps` (the reusable steps methods compose)."""
 
-from __future__ import annotations
+from edv_ray.methods.registry import Method, get_method, known_methods, register
 
-from typing import Callable
-
-from edv_ray.methods.edv import run_edv
-from edv_ray.methods.no_memory import run_no_memory
-
-METHODS: dict[str, Callable] = {
-    "no_memory": run_no_memory,
-    "edv": run_edv,
-}
+__all__ = ["Method", "get_method", "known_methods", "register"]

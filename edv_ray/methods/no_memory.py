@@ -1,21 +1,35 @@
-"""NM: every executor runs every selected task with no memory (stage ``eval``)."""
+"""NM: every executor runs every test task with no memory (stage ``eval``); Pass@1 is
+reported per model (agent), as in the paper's No-Memory rows."""
 
 from __future__ import annotations
 
-from edv_ray.runtime.plan import make_spec, pending_specs
+from pydantic import BaseModel, ConfigDict
+
+from edv_ray.methods import steps
+from edv_ray.methods.registry import INFERENCE, Method, register
+
+NAME = "no_memory"
+STAGE = "eval"  # shared: Judge's candidate runs are these episodes
 
 
-def run_no_memory(ctx) -> None:
-    cfg = ctx.cfg
-    specs = [
-        make_spec(cfg, ctx.run_id, ctx.pool, stage="eval", domain=domain, task=task,
-                  trial=trial, agent=agent)
-        for domain, tasks in ctx.tasks.items()
-        for task in tasks
-        for trial in range(cfg.runtime.trials)
-        for agent in cfg.executor_names()
-    ]
-    todo = pending_specs(specs, ctx.run_dir)
-    if len(todo) < len(specs):
-        ctx.console.print(f"resume: {len(specs) - len(todo)} of {len(specs)} episodes already done")
-    ctx.runner.run(todo, label="eval", show_progress=ctx.show_progress)
+class NoMemoryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def run_pool_on_tests(ctx, method: str) -> tuple[dict, dict]:
+    """Every executor on every test task (the NM runs; Judge's candidates)."""
+    test = steps.test_tasks(ctx)
+    plan = {(d, t.id): ctx.cfg.executor_names() for d, ts in test.items() for t in ts}
+    return test, steps.execute(ctx, stage=STAGE, method=method, epoch=0, plan=plan, tasks=test)
+
+
+def run(ctx, section: NoMemoryConfig) -> None:
+    run_pool_on_tests(ctx, NAME)
+
+
+register(Method(
+    name=NAME, config_cls=NoMemoryConfig, run=run, uses_train=False,
+    results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
+                           status, success, reward, episode_id
+                    FROM episodes WHERE stage = '{STAGE}'""",
+    phases={STAGE: INFERENCE}, summary="each pool model alone, no memory"))

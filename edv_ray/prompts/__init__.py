@@ -28,3 +28,11 @@ def render_prompt(package: str, name: str, **fields: object) -> str:
         return load_prompt(package, name).substitute(**fields).strip()
     except KeyError as err:
         raise KeyError(f"prompt {package}/{name} needs field {err}") from None
+
+
+def fence(text: str) -> str:
+    """Untrusted text (tool output, user turns, transcripts, distilled rules) is escaped
+    so it cannot open or close our prompt blocks or forge an attribute such as a run's
+    outcome: ``<`` ``>`` ``&`` become entities. Labels such as outcomes are attributes of
+    block tags that only our code writes."""
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

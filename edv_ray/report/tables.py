@@ -1,4 +1,8 @@
-"""Tables a person reads: Pass@1, the Ability Matrix, tokens — printed and saved as CSV/PNG."""
+"""Tables a person reads — printed and saved as CSV/PNG from the run's Parquet (DuckDB).
+
+Every Pass@1 carries its n, its error count (errors count as failures) and a Wilson
+95 % interval. Method-specific tables appear when the run has rows for them.
+"""
 
 from __future__ import annotations
 
@@ -9,54 +13,65 @@ from rich.table import Table
 
 from edv_ray.results.views import connect
 
+_LEFT = {"agent", "domain", "stage", "method", "role", "model", "task_type", "basis",
+         "verifier_type", "phase"}
+
 
 def _rich_table(title: str, cols: list[str], rows: list[tuple]) -> Table:
     t = Table(title=title, title_justify="left")
     for c in cols:
-        t.add_column(c, justify="right" if c not in ("agent", "domain", "stage", "method",
-                                                      "role", "model", "task_type") else "left")
+        t.add_column(c, justify="left" if c in _LEFT else "right")
     for r in rows:
         t.add_row(*["-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in r])
     return t
 
 
+# name → (title, SQL, always shown)
 QUERIES = {
-    "pass_at_1": ("Pass@1 per agent and domain",
-                  "SELECT stage, method, agent, domain, episodes, errors, successes, pass_at_1 "
-                  "FROM pass_at_1"),
+    "method_pass_at_1": ("Pass@1 by method (test tasks; n, errors as failures, Wilson 95% CI)",
+                         "SELECT method, epoch, agent, domain, n, errors, successes, pass_at_1, "
+                         "ci_low, ci_high FROM method_pass_at_1", True),
+    "pass_at_1": ("Episodes by stage (construction and evaluation)",
+                  "SELECT stage, method, epoch, agent, domain, episodes, errors, successes, "
+                  "pass_at_1, ci_low, ci_high FROM pass_at_1", True),
     "ability_matrix": ("Ability Matrix (score = successes/attempts, 0.5 prior when empty)",
-                       "SELECT agent, task_type, attempts, successes, score FROM ability_matrix"),
+                       "SELECT agent, task_type, attempts, successes, errors, score, errors_only "
+                       "FROM ability_matrix", True),
+    "routing_basis": ("Routing decisions by basis (task type / its domain / prior)",
+                      "SELECT * FROM routing_basis", False),
     "tokens_by_stage": ("Tokens by stage / role / agent",
                         "SELECT stage, role, agent, model, calls, failed_calls, prompt_tokens, "
-                        "completion_tokens FROM tokens_by_stage"),
+                        "completion_tokens FROM tokens_by_stage", True),
     "pass_by_epoch": ("EDV inference Pass@1 per epoch",
-                      "SELECT epoch, episodes, errors, pass_at_1 FROM pass_by_epoch"),
+                      "SELECT epoch, episodes, errors, pass_at_1, ci_low, ci_high FROM pass_by_epoch",
+                      False),
     "verification_audit": ("Verification audit (non-poison votes; the self-confirmation trap)",
-                           "SELECT * FROM verification_audit"),
+                           "SELECT * FROM verification_audit", False),
     "poison_admission": ("Poison admission (known-wrong candidates injected into Verify)",
-                         "SELECT * FROM poison_admission"),
-    "retrieval_use": ("Inference episodes by memory used", "SELECT * FROM retrieval_use"),
+                         "SELECT * FROM poison_admission WHERE poison_candidates > 0", False),
+    "retrieval_use": ("Inference episodes by memory used", "SELECT * FROM retrieval_use", False),
+    "judge_accuracy": ("Judge: pick accuracy vs oracle best-of-n", "SELECT * FROM judge_accuracy",
+                       False),
+    "rb_judge_audit": ("ReasoningBank: self-judge labels vs true rewards",
+                       "SELECT * FROM rb_judge_audit", False),
 }
-EDV_TABLES = ("pass_by_epoch", "verification_audit", "poison_admission", "retrieval_use")
 
 
 def report(run_dir: str | Path, console: Console | None = None, save: bool = True,
-           which: tuple[str, ...] = ("pass_at_1", "ability_matrix", "tokens_by_stage")) -> dict:
+           which: tuple[str, ...] | None = None) -> dict:
     """Print the tables from the run's Parquet files (through DuckDB); save CSV + a plot."""
     run_dir = Path(run_dir)
     console = console or Console()
     con = connect(run_dir)
     out_dir = run_dir / "report"
     results = {}
-    has_edv = bool(con.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'verification_audit'").fetchone()[0])
-    if has_edv:
-        which = tuple(which) + tuple(t for t in EDV_TABLES if t not in which)
-    for name in which:
-        title, sql = QUERIES[name]
+    for name in which or tuple(QUERIES):
+        title, sql, always = QUERIES[name]
         cur = con.execute(sql)
         cols = [d[0] for d in cur.description]
         rows = cur.fetchall()
+        if not rows and not always:
+            continue
         results[name] = [dict(zip(cols, r)) for r in rows]
         console.print(_rich_table(title, cols, rows))
         if save:

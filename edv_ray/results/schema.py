@@ -4,6 +4,7 @@ Tables (under a run folder, hive-partitioned by low-cardinality keys):
   episodes/stage=S/<episode_id>.a<attempt>.parquet   one row per episode attempt
   llm_calls/stage=S/<episode_id>.a<attempt>.parquet  one row per model call
   pool/agents.parquet                                the pool (so empty matrix cells exist)
+  routing/method=M/epoch=E/part.parquet              Model Selector decisions
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ EPISODE_SCHEMA = pa.schema([
     ("wall_s", pa.float64()),
     ("started_at", pa.float64()),
     ("seed", pa.int64()),
+    ("observed_text", pa.string()),  # what the agent saw of the task (retrieval key)
     ("experiences", pa.list_(pa.string())),
     ("retrieved_item_ids", pa.list_(pa.string())),
     ("retrieved_banks", pa.list_(pa.string())),
@@ -69,4 +71,17 @@ POOL_SCHEMA = pa.schema([
     ("model", pa.string()),
     ("prompt_strategy", pa.string()),
     ("is_executor", pa.bool_()),
+])
+
+ROUTING_SCHEMA = pa.schema([  # routing/method=M/epoch=E/part.parquet: one row per test task
+    ("run_id", pa.string()),
+    ("method", pa.string()),
+    ("epoch", pa.int32()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("task_type", pa.string()),
+    ("solver", pa.string()),
+    ("basis", pa.string()),  # task_type | domain | prior | fixed
+    ("score", pa.float64()),
+    ("attempts", pa.int64()),
 ])

@@ -3,10 +3,18 @@
 Views:
   episode_attempts  every attempt of every episode (error rows included)
   episodes          the latest attempt per (stage, episode_id)
-  pass_at_1         stage × method × agent × domain: episodes, errors, successes, Pass@1
-  ability_matrix    executor × task type over finished episodes of the matrix stages:
-                    attempts, successes, score (0.5 prior where a cell is empty)
+  pass_at_1         stage × method × epoch × agent × domain: episodes (n), errors,
+                    successes, Pass@1 = successes / n (an errored episode counts as a
+                    failure) and its Wilson 95 % interval
+  ability_matrix    executor × task type over the matrix stages: attempts (finished),
+                    successes, errors, score (0.5 prior where a cell has no finished
+                    attempt; ``errors_only`` marks cells that only ever errored)
+  ability_by_domain the same per executor × domain (the fallback for unseen task types)
   llm_calls         every model call; tokens_by_stage  stage × role × agent × model
+  method_results    what each method scored on each test task (rows contributed by
+                    every registered method, see :mod:`edv_ray.methods.registry`)
+  method_pass_at_1  method × epoch × agent × domain over method_results, with intervals
+  token_use         tokens per method × phase (construction / inference) × stage × role
 """
 
 from __future__ import annotations
@@ -18,6 +26,17 @@ import duckdb
 
 MATRIX_STAGES = ("execute", "eval")
 MATRIX_PRIOR = 0.5
+Z95 = 1.959963984540054
+
+# Wilson score interval for s successes out of n (DuckDB macros; NULL when n = 0)
+_WILSON = f"""
+CREATE OR REPLACE MACRO wilson_low(s, n) AS CASE WHEN n = 0 THEN NULL ELSE
+  greatest(0.0, ((s / n) + {Z95}^2 / (2 * n) - {Z95} * sqrt((s / n) * (1 - s / n) / n
+  + {Z95}^2 / (4 * n * n))) / (1 + {Z95}^2 / n)) END;
+CREATE OR REPLACE MACRO wilson_high(s, n) AS CASE WHEN n = 0 THEN NULL ELSE
+  least(1.0, ((s / n) + {Z95}^2 / (2 * n) + {Z95} * sqrt((s / n) * (1 - s / n) / n
+  + {Z95}^2 / (4 * n * n))) / (1 + {Z95}^2 / n)) END;
+"""
 
 
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
@@ -31,7 +50,8 @@ def register_table(con, name: str, folder: Path, schema, partition_keys: list[st
                     "hive_partitioning=true, union_by_name=true)")
         return
     for key in partition_keys:
-        schema = schema.append(pa.field(key, pa.int64() if key == "epoch" else pa.string()))
+        if key not in schema.names:
+            schema = schema.append(pa.field(key, pa.int64() if key == "epoch" else pa.string()))
     con.register(f"_{name}_empty", pa.Table.from_pylist([], schema=schema))
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
 
@@ -41,25 +61,29 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     """An in-memory DuckDB connection with the run's views (empty views if no files yet)."""
     run_dir = Path(run_dir)
     con = con or duckdb.connect()
-    from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA
+    from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA, ROUTING_SCHEMA
 
     register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
     register_table(con, "llm_calls", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
     register_table(con, "pool", run_dir / "pool", POOL_SCHEMA, [])
+    register_table(con, "routing", run_dir / "routing", ROUTING_SCHEMA, ["method", "epoch"])
     stages = ", ".join("'" + s.replace("'", "''") + "'" for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS
         SELECT * FROM episode_attempts
         QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
     """)
+    con.execute(_WILSON)
     con.execute("""
         CREATE OR REPLACE VIEW pass_at_1 AS
-        SELECT stage, method, agent, domain,
+        SELECT stage, method, epoch, agent, domain,
                count(*) AS episodes,
                count(*) FILTER (WHERE status = 'error') AS errors,
                count(*) FILTER (WHERE success) AS successes,
-               avg(CASE WHEN status = 'ok' THEN CAST(success AS DOUBLE) END) AS pass_at_1
-        FROM episodes GROUP BY ALL ORDER BY stage, method, agent, domain
+               count(*) FILTER (WHERE success) / count(*) AS pass_at_1,
+               wilson_low(count(*) FILTER (WHERE success), count(*)) AS ci_low,
+               wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
+        FROM episodes GROUP BY ALL ORDER BY stage, method, epoch, agent, domain
     """)
     con.execute(f"""
         CREATE OR REPLACE VIEW ability_matrix AS
@@ -69,19 +93,29 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
         ), types AS (
             SELECT DISTINCT task_type FROM episodes
         ), counts AS (
-            SELECT agent, task_type, count(*) AS attempts,
-                   count(*) FILTER (WHERE success) AS successes
-            FROM episodes WHERE status = 'ok' AND stage IN ({stages})
+            SELECT agent, task_type, count(*) FILTER (WHERE status = 'ok') AS attempts,
+                   count(*) FILTER (WHERE success) AS successes,
+                   count(*) FILTER (WHERE status = 'error') AS errors
+            FROM episodes WHERE stage IN ({stages})
             GROUP BY ALL
         )
         SELECT a.agent, t.task_type,
                coalesce(c.attempts, 0) AS attempts,
                coalesce(c.successes, 0) AS successes,
+               coalesce(c.errors, 0) AS errors,
                CASE WHEN coalesce(c.attempts, 0) = 0 THEN {MATRIX_PRIOR}
-                    ELSE c.successes / c.attempts END AS score
+                    ELSE c.successes / c.attempts END AS score,
+               coalesce(c.attempts, 0) = 0 AND coalesce(c.errors, 0) > 0 AS errors_only
         FROM agents a CROSS JOIN types t
         LEFT JOIN counts c ON c.agent = a.agent AND c.task_type = t.task_type
         ORDER BY a.agent, t.task_type
+    """)
+    con.execute(f"""
+        CREATE OR REPLACE VIEW ability_by_domain AS
+        SELECT agent, domain, count(*) FILTER (WHERE status = 'ok') AS attempts,
+               count(*) FILTER (WHERE success) AS successes,
+               count(*) FILTER (WHERE status = 'error') AS errors
+        FROM episodes WHERE stage IN ({stages}) GROUP BY ALL ORDER BY agent, domain
     """)
     con.execute("""
         CREATE OR REPLACE VIEW tokens_by_stage AS
@@ -92,7 +126,49 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                sum(latency_s) AS latency_s
         FROM llm_calls GROUP BY ALL ORDER BY stage, role, agent
     """)
-    from edv_ray.results.edv_views import add_edv_views
-
-    add_edv_views(con, run_dir)
+    con.execute("""
+        CREATE OR REPLACE VIEW routing_basis AS
+        SELECT method, epoch, basis, count(*) AS decisions,
+               count(*) FILTER (WHERE basis = 'prior') AS used_prior
+        FROM routing GROUP BY ALL ORDER BY method, epoch, basis
+    """)
+    add_method_views(con, run_dir)
     return con
+
+
+def add_method_views(con, run_dir: Path) -> None:
+    """Each registered method adds its own tables/views and its method_results rows."""
+    import pyarrow as pa
+
+    from edv_ray.methods.registry import known_methods
+
+    methods = known_methods()
+    parts, phases = [], []
+    for name, m in sorted(methods.items()):
+        if m.add_views is not None:
+            m.add_views(con, run_dir)
+        parts.append(f"SELECT * FROM ({m.results_sql})")
+        phases += [{"method": name, "stage": st, "phase": ph} for st, ph in m.phases.items()]
+    con.execute("CREATE OR REPLACE VIEW method_results AS " + " UNION ALL BY NAME ".join(parts))
+    schema = pa.schema([("method", pa.string()), ("stage", pa.string()), ("phase", pa.string())])
+    con.register("_method_phases", pa.Table.from_pylist(phases, schema=schema))
+    con.execute("""
+        CREATE OR REPLACE VIEW method_pass_at_1 AS
+        SELECT method, epoch, agent, domain, count(*) AS n,
+               count(*) FILTER (WHERE status = 'error') AS errors,
+               count(*) FILTER (WHERE success) AS successes,
+               count(*) FILTER (WHERE success) / count(*) AS pass_at_1,
+               wilson_low(count(*) FILTER (WHERE success), count(*)) AS ci_low,
+               wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
+        FROM method_results GROUP BY ALL ORDER BY method, epoch, agent, domain
+    """)
+    con.execute("""
+        CREATE OR REPLACE VIEW token_use AS
+        SELECT c.run_id, p.method, p.phase, c.stage, c.role, c.agent, c.model,
+               count(*) AS calls, sum(c.prompt_tokens) AS prompt_tokens,
+               sum(c.completion_tokens) AS completion_tokens
+        FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
+        WHERE p.method IN (SELECT DISTINCT method FROM episodes
+                           UNION SELECT DISTINCT method FROM method_results)
+        GROUP BY ALL ORDER BY p.method, p.phase, c.stage, c.role
+    """)

@@ -13,11 +13,16 @@ import ray
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
-    def __init__(self, run_dir: str, timeout_s: float, max_retries: int) -> None:
+    def __init__(self, run_dir: str, timeout_s: float, max_retries: int,
+                 secrets: list | None = None) -> None:
+        import os
+
         from edv_ray.envs.tau2.episode import quiet_tau2_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.results.store import RunStore
 
+        if secrets:  # [ObjectRef of {ENV_NAME: key}] — see EpisodeRunner
+            os.environ.update(ray.get(secrets[0]))
         quiet_tau2_logs()
         self._client = LLMClient(timeout_s=timeout_s, max_retries=max_retries)
         self._store = RunStore(run_dir)
@@ -31,9 +36,10 @@ class EpisodeWorker:
 
         return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client, self._store)
 
-    def run_job(self, job_json: str) -> dict:
-        """An EDV stage job (distill / verify one task); see :mod:`edv_ray.edv.jobs`."""
-        from edv_ray.edv.jobs import JOBS, StageJob
+    def run_job(self, handler: str, job_json: str) -> dict:
+        """A method's stage job (e.g. distill / verify one task): ``handler`` names the
+        method's function as ``module:function`` (``(job_json, client) -> summary``); it
+        is resolved by name, so the runtime imports no method."""
+        from edv_ray.runtime.episode import resolve_provider
 
-        job = StageJob.model_validate_json(job_json)
-        return JOBS[job.kind](job, self._client)
+        return resolve_provider(handler)(job_json, self._client)

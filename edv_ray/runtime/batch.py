@@ -63,16 +63,16 @@ class EpisodeRunner:
         rt = cfg.runtime
         self.concurrency = rt.concurrency
         per_worker = max(1, math.ceil(rt.concurrency / rt.workers))
-        # API keys travel to the workers (possibly on other nodes) as environment
-        # variables of their runtime env: held by Ray in memory, never written by us.
+        # API keys reach the workers (possibly on other nodes) through the object store:
+        # the driver puts them there and each worker fetches them into its own
+        # environment on start (and on every restart). Never in a runtime_env: Ray's
+        # runtime_env agent writes its env_vars to the session log folder.
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
-        options = {"max_concurrency": per_worker}
-        if keys:
-            options["runtime_env"] = {"env_vars": keys}
+        self._secrets = [ray.put(keys)]  # held for the runner's life (a nested ref)
         self.workers = [
-            EpisodeWorker.options(**options).remote(
-                run_dir, cfg.llm.timeout_s, cfg.llm.max_retries)
+            EpisodeWorker.options(max_concurrency=per_worker).remote(
+                run_dir, cfg.llm.timeout_s, cfg.llm.max_retries, self._secrets)
             for _ in range(rt.workers)
         ]
         ray.get([w.ready.remote() for w in self.workers])
@@ -87,8 +87,9 @@ class EpisodeRunner:
         return stats
 
     def run_jobs(self, jobs: list, label: str, show_progress: bool = True) -> list[dict[str, Any]]:
-        """Run EDV stage jobs. A failed job leaves no marker on disk (resume re-runs it);
-        its summary has status=error."""
+        """Run method stage jobs (pydantic models with ``job_id``, ``timeout_s`` and
+        ``handler`` = ``"module:function"``). A failed job leaves no marker on disk
+        (resume re-runs it); its summary has status=error."""
         results: list[dict[str, Any]] = []
 
         def failed(job, message: str) -> dict[str, Any]:
@@ -98,7 +99,7 @@ class EpisodeRunner:
             errors = sum(r["status"] == "error" for r in results)
             return f"errors {errors}"
 
-        self._fan_out(jobs, lambda w, j: w.run_job.remote(j.model_dump_json()), failed,
+        self._fan_out(jobs, lambda w, j: w.run_job.remote(j.handler, j.model_dump_json()), failed,
                       results.append, line, label, show_progress)
         return results
 

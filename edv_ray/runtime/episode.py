@@ -3,20 +3,25 @@
 An *error row* (status=error) is an infrastructure failure — server 5xx or garbage
 after retries, a timeout, a crash — and is distinct from an agent failure (status=ok,
 success=false). Error rows are kept; a retry writes attempt N+1 beside them.
+
+The benchmark is reached through :func:`edv_ray.envs.protocol.get_env`; memory through
+the provider named in the spec (``module:function``), resolved here by name so the
+runtime never imports a method.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
+from edv_ray.agents.binding import ModelBinding
 from edv_ray.llm.client import CallContext, CallLedger, LLMClient
 from edv_ray.results.store import RunStore
-from edv_ray.runtime.spec import EpisodeSpec
-
-SUCCESS_EPS = 1e-6
+from edv_ray.runtime.spec import EpisodeSpec, Retrieval
 
 
 def base_row(spec: EpisodeSpec) -> dict[str, Any]:
@@ -25,8 +30,8 @@ def base_row(spec: EpisodeSpec) -> dict[str, Any]:
         task_id=spec.task_id, task_type=spec.task_type, trial=spec.trial,
         attempt=spec.attempt, episode_id=spec.episode_id, agent=spec.agent,
         model=spec.model, prompt_strategy=spec.prompt_strategy, user_model=spec.user_model,
-        solo=spec.solo, seed=spec.seed, experiences=spec.experiences,
-        retrieved_item_ids=spec.retrieved_item_ids, retrieved_banks=spec.retrieved_banks,
+        solo=spec.solo, seed=spec.seed, observed_text=None, experiences=[],
+        retrieved_item_ids=[], retrieved_banks=[],
         status="error", reward=None, success=None, termination=None, error=None,
         num_messages=0, agent_prompt_tokens=0, agent_completion_tokens=0,
         user_prompt_tokens=0, user_completion_tokens=0, llm_calls=0, wall_s=0.0,
@@ -40,11 +45,29 @@ def error_row(spec: EpisodeSpec, error: str, wall_s: float = 0.0) -> dict[str, A
     return row
 
 
+@functools.lru_cache(maxsize=None)
+def resolve_provider(name: str) -> Callable[[str, dict], Retrieval]:
+    module, _, func = name.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def _experience_fn(spec: EpisodeSpec, row: dict[str, Any]):
+    """The callback the environment calls with the observed text; records what it got."""
+    if spec.memory is None:
+        return None
+    provider = resolve_provider(spec.memory.provider)
+
+    def fetch(observed: str) -> list[str]:
+        got = provider(observed, spec.memory.params)
+        row.update(experiences=got.texts, retrieved_item_ids=got.item_ids,
+                   retrieved_banks=got.banks)
+        return got.texts
+    return fetch
+
+
 def run_episode(spec: EpisodeSpec, client: LLMClient, store: RunStore) -> dict[str, Any]:
     """Run, grade and persist one episode; never raises for episode-level failures."""
-    from edv_ray.envs.tau2.agent import ModelBinding
-    from edv_ray.envs.tau2.episode import run_tau2_episode
-    from edv_ray.envs.tau2.tasks import task_by_id
+    from edv_ray.envs.protocol import get_env
 
     ledger = CallLedger()
     t0 = time.monotonic()
@@ -53,26 +76,21 @@ def run_episode(spec: EpisodeSpec, client: LLMClient, store: RunStore) -> dict[s
 
     def bind(role: str, endpoint, sampling):
         ctx = CallContext(run_id=spec.run_id, stage=spec.stage, role=role, agent=spec.agent,
-                          domain=spec.domain, task_id=spec.task_id, trial=spec.trial, episode_id=spec.episode_id,
-                          epoch=spec.epoch)
+                          domain=spec.domain, task_id=spec.task_id, trial=spec.trial,
+                          episode_id=spec.episode_id, epoch=spec.epoch)
         return ModelBinding(client, endpoint, sampling, ctx, ledger, deadline)
 
     try:
-        task = task_by_id(spec.domain, spec.task_id)
+        env = get_env(spec.benchmark)
+        task = env.task_by_id(None, spec.domain, spec.task_id)
         user = (bind("user_sim", spec.user_endpoint, spec.user_sampling)
                 if spec.user_endpoint is not None and not spec.solo else None)
-        out = run_tau2_episode(
-            spec.domain, task,
-            agent_binding=bind("agent", spec.agent_endpoint, spec.sampling),
-            strategy=spec.prompt_strategy, experiences=spec.experiences,
-            user_binding=user, solo=spec.solo, max_steps=spec.max_steps,
-            max_errors=spec.max_errors, seed=spec.seed,
-        )
+        out = env.run_episode(spec, task, bind("agent", spec.agent_endpoint, spec.sampling),
+                              user, _experience_fn(spec, row))
         row.update(
-            status="ok", reward=out.reward, success=out.reward >= 1.0 - SUCCESS_EPS,
-            termination=out.termination, num_messages=len(out.messages),
-            messages_json=json.dumps([m.model_dump(mode="json") for m in out.messages]),
-            reward_json=json.dumps(out.reward_detail),
+            status="ok", reward=out.reward, success=out.success, termination=out.termination,
+            num_messages=len(out.messages), observed_text=out.observed_text,
+            messages_json=json.dumps(out.messages), reward_json=json.dumps(out.reward_detail),
         )
     except Exception as err:  # noqa: BLE001 - every failure becomes an error row
         tb = traceback.format_exc(limit=6)
@@ -92,5 +110,5 @@ def summary(row: dict[str, Any]) -> dict[str, Any]:
     """What the driver needs for progress (the trajectory stays on disk)."""
     keys = ("episode_id", "status", "success", "reward", "agent", "domain", "task_id",
             "attempt", "error", "agent_prompt_tokens", "agent_completion_tokens",
-            "user_prompt_tokens", "user_completion_tokens", "wall_s")
+            "user_prompt_tokens", "user_completion_tokens", "wall_s", "epoch", "trial")
     return {k: row.get(k) for k in keys}

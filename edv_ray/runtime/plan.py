@@ -5,31 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from edv_ray.config import RunConfig
-from edv_ray.envs.tau2.tasks import task_type, use_solo
 from edv_ray.runtime.servers import ServedPool
-from edv_ray.runtime.spec import EpisodeSpec, episode_id
+from edv_ray.runtime.spec import EpisodeSpec, MemoryRequest, episode_id
 
 
-def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, *, stage: str, domain: str,
-              task, trial: int, agent: str, epoch: int = 0,
-              experiences: list[str] | None = None, retrieved_item_ids: list[str] | None = None,
-              retrieved_banks: list[str] | None = None) -> EpisodeSpec:
+def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, env, *, stage: str, method: str,
+              domain: str, task, trial: int, agent: str, epoch: int = 0,
+              memory: MemoryRequest | None = None) -> EpisodeSpec:
     a = cfg.agent(agent)
-    solo = use_solo(cfg.benchmark.solo, task)
+    solo = not env.needs_user_simulator(cfg.benchmark, task)
     eid = episode_id(stage, epoch, domain, task.id, trial, agent)
     us = cfg.roles.user_simulator
     user_ep = None if (solo or us is None) else pool.endpoint(us.model, "user", eid)
     return EpisodeSpec(
-        run_id=run_id, stage=stage, method=cfg.method, epoch=epoch, domain=domain,
-        task_id=task.id, task_type=task_type(domain, task.id, cfg.benchmark.task_type_key),
+        run_id=run_id, stage=stage, method=method, benchmark=cfg.benchmark.name, epoch=epoch,
+        domain=domain, task_id=task.id, task_type=env.task_type(cfg.benchmark, domain, task),
         trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
         sampling=a.sampling, agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
         user_model=None if solo or us is None else us.model, user_endpoint=user_ep,
         user_sampling=None if us is None else us.sampling, solo=solo,
         seed=cfg.seed * 1000 + trial, max_steps=cfg.benchmark.max_steps,
         max_errors=cfg.benchmark.max_errors, timeout_s=cfg.runtime.episode_timeout_s,
-        experiences=list(experiences or []), retrieved_item_ids=list(retrieved_item_ids or []),
-        retrieved_banks=list(retrieved_banks or []),
+        memory=memory,
     )
 
 

@@ -11,12 +11,30 @@ from edv_ray.config import Sampling
 from edv_ray.llm.client import Endpoint
 
 
+class MemoryRequest(BaseModel):
+    """Retrieval the worker performs once the agent observes its task (the ticket, or
+    the user's first message): ``provider`` is ``"module:function"`` — a function
+    ``(observed_text, params) -> Retrieval`` of the method that owns the memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str
+    params: dict = Field(default_factory=dict)
+
+
+class Retrieval(BaseModel):
+    texts: list[str] = Field(default_factory=list)  # injected into the system prompt
+    item_ids: list[str] = Field(default_factory=list)
+    banks: list[str] = Field(default_factory=list)
+
+
 class EpisodeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     run_id: str
     stage: str  # execute | infer | eval | ...
     method: str
+    benchmark: str = "tau2"
     epoch: int = 0
     domain: str
     task_id: str
@@ -36,9 +54,7 @@ class EpisodeSpec(BaseModel):
     max_steps: int = 30
     max_errors: int = 5
     timeout_s: float = 900.0
-    experiences: list[str] = Field(default_factory=list)
-    retrieved_item_ids: list[str] = Field(default_factory=list)
-    retrieved_banks: list[str] = Field(default_factory=list)
+    memory: MemoryRequest | None = None  # None = no memory (experiences stay empty)
 
     @property
     def episode_id(self) -> str:

@@ -26,13 +26,14 @@ DISTINCT = {  # one unrelated rule per training task (not near-duplicates of eac
 def edv_config(server, tmp_path, **edv) -> dict:
     agents = [{"name": n, "model": "scripted", "prompt_strategy": "native_tools"}
               for n in ("good", "bad", "judge")]
+    bench = {"domains": ["mock"], "split": "all", "num_tasks": None, "solo": "always",
+             "train_split": "all", "train_task_ids": TRAIN, "task_ids": TEST}
+    bench.update({k: edv.pop(k) for k in list(edv) if k in bench})
     cfg = scripted_config(
         server.base_url, tmp_path, method="edv", agents=agents,
-        roles={"executors": ["good", "bad"]},
-        benchmark={"domains": ["mock"], "split": "all", "num_tasks": None, "solo": "always"})
-    cfg["edv"] = {"n_executors": 2, "train_split": "all", "test_split": "all",
-                  "train_task_ids": TRAIN, "test_task_ids": TEST, "retrieval_tau": -1.0,
-                  "retrieval_k": 3, "poison_per_task": 1, **edv}
+        roles={"executors": ["good", "bad"]}, benchmark=bench)
+    cfg["edv"] = {"n_executors": 2, "retrieval_tau": -1.0, "retrieval_k": 3, "poison_per_task": 1,
+                  **edv}
     return cfg
 
 
@@ -105,7 +106,7 @@ def test_leave_one_task_out_guard(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", distiller_script(lambda t: [("u", f"UNANIMOUS: {DISTINCT[t]}.")]))
     server.add_script("verifier", verifier_script)
-    cfg = edv_config(server, tmp_path, test_task_ids=["update_task_1"], retrieval_k=5,
+    cfg = edv_config(server, tmp_path, task_ids=["update_task_1"], retrieval_k=5,
                      poison_per_task=0)
     run_dir = run(cfg)
     (exps,) = connect(run_dir).execute(

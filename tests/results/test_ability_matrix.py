@@ -37,18 +37,36 @@ def test_ability_matrix_counts_prior_and_error_rows(tmp_path):
     for stage, row in rows:
         store.write_episode(stage, row, [])
     con = connect(tmp_path)
-    got = {(a, t): (n, s, sc) for a, t, n, s, sc in con.execute(
-        "SELECT agent, task_type, attempts, successes, score FROM ability_matrix").fetchall()}
+    got = {(a, t): (n, s, e, sc, eo) for a, t, n, s, e, sc, eo in con.execute(
+        "SELECT agent, task_type, attempts, successes, errors, score, errors_only "
+        "FROM ability_matrix").fetchall()}
     assert got == {
-        ("a1", "airline"): (3, 2, 2 / 3), ("a1", "retail"): (1, 0, 0.0),
-        ("a2", "airline"): (1, 1, 1.0), ("a2", "retail"): (2, 2, 1.0),
-        ("a3", "airline"): (0, 0, 0.5), ("a3", "retail"): (0, 0, 0.5),
+        ("a1", "airline"): (3, 2, 0, 2 / 3, False), ("a1", "retail"): (1, 0, 0, 0.0, False),
+        ("a2", "airline"): (1, 1, 1, 1.0, False), ("a2", "retail"): (2, 2, 0, 1.0, False),
+        ("a3", "airline"): (0, 0, 0, 0.5, False), ("a3", "retail"): (0, 0, 0, 0.5, False),
     }
-    p = {(st, a, d): (e, er, s, p1) for st, _m, a, d, e, er, s, p1 in con.execute(
-        "SELECT * FROM pass_at_1").fetchall()}
-    assert p[("execute", "a2", "airline")] == (2, 1, 1, 1.0)
+    p = {(st, a, d): (e, er, s, p1) for st, a, d, e, er, s, p1 in con.execute(
+        "SELECT stage, agent, domain, episodes, errors, successes, pass_at_1 FROM pass_at_1").fetchall()}
+    # an errored episode counts as a failure in Pass@1 (and is shown beside it)
+    assert p[("execute", "a2", "airline")] == (2, 1, 1, 0.5)
     assert p[("execute", "a1", "airline")][3] == 2 / 3
     assert p[("infer", "a3", "airline")] == (1, 0, 1, 1.0)
+    lo, hi = con.execute("SELECT ci_low, ci_high FROM pass_at_1 WHERE stage = 'execute' "
+                         "AND agent = 'a1' AND domain = 'airline'").fetchone()
+    assert 0.2 < lo < 2 / 3 < hi < 0.95  # Wilson 95 % for 2/3: [0.208, 0.939]
+    assert (round(lo, 3), round(hi, 3)) == (0.208, 0.939)
+
+
+def test_error_only_cells_never_beat_a_measured_cell():
+    from edv_ray.methods.selector import select_solver
+
+    # a2 only ever errored: no evidence of ability, ranks below a1's measured 0.4
+    assert select_solver({"a1": (5, 2, 0), "a2": (0, 0, 3)}, {}, ["a1", "a2"])[:2] == ("a1", "task_type")
+    # an untried agent keeps the paper's 0.5 prior and beats 0.4
+    assert select_solver({"a1": (5, 2, 0)}, {}, ["a1", "a3"])[0] == "a3"
+    # unseen task type: the domain's row decides; nothing measured: the prior
+    assert select_solver({}, {"a1": (4, 1, 0), "a2": (4, 3, 0)}, ["a1", "a2"])[:2] == ("a2", "domain")
+    assert select_solver({}, {}, ["b", "a"])[:2] == ("a", "prior")
 
 
 def test_views_exist_on_an_empty_run(tmp_path):

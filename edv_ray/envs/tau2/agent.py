@@ -3,16 +3,23 @@
 Subclassing τ²-bench's LLMAgent / LLMSoloAgent keeps the orchestrator's contract
 (solo mode asserts an LLMSoloAgent) while the prompt strategy decides how tools are
 shown and how answers become τ²-bench ToolCalls. Experiences are injected into the
-system prompt.
+system prompt: the solo agent asks for them with its ticket before its first turn; the
+conversational agent asks with the user's first message when it arrives (retrieval is
+keyed on what the agent observes, never on the user simulator's hidden scenario), then
+rebuilds its system message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 from tau2.agent.llm_agent import LLMAgent, LLMAgentState, LLMSoloAgent
-from tau2.data_model.message import AssistantMessage, MultiToolMessage, ToolCall, UserMessage
+from tau2.data_model.message import (
+    AssistantMessage,
+    MultiToolMessage,
+    SystemMessage,
+    ToolCall,
+    UserMessage,
+)
 from tau2.user.user_simulator import UserSimulator, UserState
 from tau2.utils.llm_utils import to_litellm_messages
 
@@ -23,26 +30,8 @@ from edv_ray.agents.strategies import (
     render_system_prompt,
     text_history,
 )
-from edv_ray.config import Sampling
-from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
-
-
-@dataclass
-class ModelBinding:
-    """Everything a participant needs to call its model for one episode."""
-
-    client: LLMClient
-    endpoint: Endpoint
-    sampling: Sampling
-    ctx: CallContext
-    ledger: CallLedger
-    deadline: float | None
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict] | None = None):
-        return self.client.complete(
-            self.endpoint, messages, ctx=self.ctx, ledger=self.ledger,
-            sampling=self.sampling, tools=tools, deadline=self.deadline,
-        )
+from edv_ray.agents.binding import ModelBinding
+from edv_ray.envs.protocol import ExperienceFn
 
 
 def _usage(c) -> dict[str, int]:
@@ -55,6 +44,14 @@ class _StrategyMixin:
     binding: ModelBinding
     strategy_name: str
     experiences: list[str]
+    experience_fn: ExperienceFn | None
+    observed_text: str = ""
+
+    def _take_experiences(self, observed: str) -> None:
+        """Retrieve once, with the first text the agent observes."""
+        self.observed_text = observed
+        fn, self.experience_fn = self.experience_fn, None
+        self.experiences = list(fn(observed)) if fn is not None else []
 
     def _ticket(self) -> str | None:
         return None
@@ -98,11 +95,15 @@ class EdvAgent(_StrategyMixin, LLMAgent):
     """Conversational agent (talks to a user simulator)."""
 
     def __init__(self, tools, domain_policy, binding: ModelBinding, strategy: str,
-                 experiences: list[str]):
+                 experience_fn: ExperienceFn | None):
         super().__init__(tools=tools, domain_policy=domain_policy, llm=binding.endpoint.litellm_model)
-        self.binding, self.strategy_name, self.experiences = binding, strategy, list(experiences)
+        self.binding, self.strategy_name = binding, strategy
+        self.experiences, self.experience_fn = [], experience_fn
 
     def generate_next_message(self, message, state: LLMAgentState):
+        if self.experience_fn is not None and isinstance(message, UserMessage) and message.content:
+            self._take_experiences(message.content)
+            state.system_messages = [SystemMessage(role="system", content=self.system_prompt)]
         self._append(message, state)
         reply = self._respond(state)
         state.messages.append(reply)
@@ -113,10 +114,13 @@ class EdvSoloAgent(_StrategyMixin, LLMSoloAgent):
     """Solo agent: works a ticket with tool calls only; ``done`` ends the episode."""
 
     def __init__(self, tools, domain_policy, task, binding: ModelBinding, strategy: str,
-                 experiences: list[str]):
+                 experience_fn: ExperienceFn | None):
+        # experiences are in place before the parent builds the system prompt
+        self.binding, self.strategy_name = binding, strategy
+        self.experiences, self.experience_fn = [], experience_fn
+        self._take_experiences(str(task.ticket))
         super().__init__(tools=tools, domain_policy=domain_policy, task=task,
                          llm=binding.endpoint.litellm_model)
-        self.binding, self.strategy_name, self.experiences = binding, strategy, list(experiences)
 
     def _ticket(self) -> str | None:
         return self.task.ticket

@@ -6,18 +6,10 @@ would need a hosted judge model and are never used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
 from edv_ray.envs.tau2.agent import EdvAgent, EdvSoloAgent, EdvUserSimulator, ModelBinding
 
-
-@dataclass
-class EpisodeOutcome:
-    reward: float
-    termination: str
-    messages: list  # τ²-bench Message objects
-    reward_detail: dict
-    solo: bool
+SUCCESS_EPS = 1e-6
 
 
 def quiet_tau2_logs() -> None:
@@ -36,7 +28,7 @@ def run_tau2_episode(
     *,
     agent_binding: ModelBinding,
     strategy: str,
-    experiences: list[str],
+    experience_fn: ExperienceFn | None,
     user_binding: ModelBinding | None,
     solo: bool,
     max_steps: int,
@@ -53,7 +45,7 @@ def run_tau2_episode(
         env = make_env(solo_mode=True)
         user_tools = env.get_user_tools() if env.user_tools else []
         agent = EdvSoloAgent(env.get_tools() + user_tools, env.get_policy(), task,
-                             agent_binding, strategy, experiences)
+                             agent_binding, strategy, experience_fn)
         user = DummyUser()
     else:
         if user_binding is None:
@@ -62,7 +54,7 @@ def run_tau2_episode(
                 "(or benchmark.solo for tasks with a ticket)"
             )
         env = make_env()
-        agent = EdvAgent(env.get_tools(), env.get_policy(), agent_binding, strategy, experiences)
+        agent = EdvAgent(env.get_tools(), env.get_policy(), agent_binding, strategy, experience_fn)
         try:
             user_tools = env.get_user_tools()
         except Exception:  # domains without user tools raise here
@@ -73,10 +65,11 @@ def run_tau2_episode(
                        solo_mode=solo).run()
     info = evaluate_simulation(simulation=sim, task=task, evaluation_type=EvaluationType.ALL,
                                solo_mode=solo, domain=domain)
+    reward = float(info.reward)
     return EpisodeOutcome(
-        reward=float(info.reward),
+        reward=reward, success=reward >= 1.0 - SUCCESS_EPS,
         termination=str(getattr(sim.termination_reason, "value", sim.termination_reason)),
-        messages=list(sim.messages),
+        messages=[m.model_dump(mode="json") for m in sim.messages],
         reward_detail=info.model_dump(mode="json"),
-        solo=solo,
+        observed_text=agent.observed_text, extra={"solo": solo},
     )

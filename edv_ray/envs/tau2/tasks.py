@@ -87,18 +87,6 @@ def _index(domain: str) -> dict:
     return {t.id: t for t in _load(domain, None)}
 
 
-def task_brief(task) -> str:
-    """The task as EDV stages and retrieval see it: the ticket, else the user's request."""
-    if getattr(task, "ticket", None):
-        return str(task.ticket)
-    scenario = getattr(task, "user_scenario", None)
-    instr = getattr(scenario, "instructions", None)
-    if instr is not None and not isinstance(instr, str):
-        parts = [getattr(instr, k, None) for k in ("reason_for_call", "known_info", "task_instructions")]
-        return "\n".join(str(p) for p in parts if p)
-    return str(instr or getattr(task, "description", "") or task.id)
-
-
 @functools.lru_cache(maxsize=None)
 def domain_policy(domain: str) -> str:
     from tau2.registry import registry

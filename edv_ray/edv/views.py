@@ -1,11 +1,12 @@
 """DuckDB views over the EDV stage tables (added by ``views.connect`` when present).
 
   candidates, distill_runs, votes, verify_runs, decisions, memory_items
-  verification_audit  per verifier type: approve rate, unparseable rate, and
+  verification_audit  per verifier type and reward visibility (did the verifier see
+                      the runs' grades?): approve rate, unparseable rate, and
                       P(approve | every supporting trajectory failed) — the
                       self-confirmation trap, measured
   poison_admission    known-wrong candidates: share routed to shared / private / discard
-  pass_by_epoch       Pass@1 of the inference stage per epoch
+  pass_by_epoch       Pass@1 of the inference stage per epoch (errors count as failures)
   retrieval_use       inference episodes that used shared / private memory, and their Pass@1
 """
 
@@ -14,31 +15,30 @@ from __future__ import annotations
 from pathlib import Path
 
 def add_edv_views(con, run_dir: Path) -> bool:
-    """Register the EDV views when the run has EDV stage output (returns whether it did)."""
+    """Register the EDV views (empty when the run has no EDV stage output); returns
+    whether the run has EDV output."""
     from edv_ray.edv import records as R
     from edv_ray.results.views import register_table
 
-    base = run_dir / "edv"
-    if not base.is_dir():
-        return False
+    base = Path(run_dir) / "edv"
     for name, schema in (("candidates", R.CANDIDATE_SCHEMA), ("distill_runs", R.DISTILL_RUN_SCHEMA),
                          ("votes", R.VOTE_SCHEMA), ("verify_runs", R.VERIFY_RUN_SCHEMA),
                          ("decisions", R.DECISION_SCHEMA)):
         register_table(con, name, base / name, schema, ["epoch"])
-    mem = run_dir / "memory"
+    mem = Path(run_dir) / "memory"
     if any(mem.rglob("*.parquet")):
         glob = str(mem / "**" / "*.parquet").replace("'", "''")
         con.execute(f"CREATE OR REPLACE VIEW memory_items AS SELECT * EXCLUDE (embedding) "
                     f"FROM read_parquet('{glob}', hive_partitioning=true, union_by_name=true)")
     con.execute("""
         CREATE OR REPLACE VIEW verification_audit AS
-        SELECT verifier_type, count(*) AS votes,
+        SELECT verifier_type, sees_reward, count(*) AS votes,
                avg(CAST(approve AS DOUBLE)) AS approve_rate,
                avg(CAST(NOT parse_ok AS DOUBLE)) AS unparseable_rate,
                count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed,
                avg(CAST(approve AS DOUBLE)) FILTER (WHERE supporting_all_failed) AS p_approve_given_failed,
                avg(CAST(approve AS DOUBLE)) FILTER (WHERE NOT supporting_all_failed) AS p_approve_given_success
-        FROM votes WHERE NOT is_poison GROUP BY ALL ORDER BY verifier_type
+        FROM votes WHERE NOT is_poison GROUP BY ALL ORDER BY verifier_type, sees_reward
     """)
     con.execute("""
         CREATE OR REPLACE VIEW poison_admission AS
@@ -52,14 +52,17 @@ def add_edv_views(con, run_dir: Path) -> bool:
     con.execute("""
         CREATE OR REPLACE VIEW pass_by_epoch AS
         SELECT epoch, count(*) AS episodes, count(*) FILTER (WHERE status = 'error') AS errors,
-               avg(CAST(success AS DOUBLE)) FILTER (WHERE status = 'ok') AS pass_at_1
+               count(*) FILTER (WHERE success) / count(*) AS pass_at_1,
+               wilson_low(count(*) FILTER (WHERE success), count(*)) AS ci_low,
+               wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
         FROM episodes WHERE stage = 'infer' GROUP BY ALL ORDER BY epoch
     """)
     con.execute("""
         CREATE OR REPLACE VIEW retrieval_use AS
         SELECT list_contains(retrieved_banks, 'shared') AS used_shared,
                list_contains(retrieved_banks, 'private') AS used_private,
-               count(*) AS episodes, avg(CAST(success AS DOUBLE)) AS pass_at_1
-        FROM episodes WHERE stage = 'infer' AND status = 'ok' GROUP BY ALL ORDER BY ALL
+               count(*) AS episodes, count(*) FILTER (WHERE status = 'error') AS errors,
+               count(*) FILTER (WHERE success) / count(*) AS pass_at_1
+        FROM episodes WHERE stage = 'infer' GROUP BY ALL ORDER BY ALL
     """)
-    return True
+    return base.is_dir()

@@ -1,0 +1,79 @@
+"""EDV's own config section (``edv:`` in a run config)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edv_ray.memory.retrieval import DEFAULT_K, DEFAULT_TAU
+
+
+class EDVConfig(BaseModel):
+    """The paradigm as configuration (every switch the paper ablates).
+
+    distill_by: third_party (a pool member outside the group) | executor (one of the
+      group) | self (the single executor distills its own run).
+    verify_by: executors (each executor votes with its own trajectory) | distiller |
+      external (a pool member outside group and distiller) | self | judge (``roles.judge``
+      alone decides — an ablation, not the paper's Judge baseline) | none (auto-approve).
+    Routing: every verifier approves → shared bank; some → each approver's private bank;
+    none (or no vote at all) → discarded.
+    Reward visibility: ``distiller_sees_reward`` / ``verifiers_see_reward`` decide whether
+    the graded outcome (✓/✗) of each run is shown; the paper's Figure 3 shows it to both.
+    Task selections (train / test) live in ``benchmark``; prompt budgets follow each
+    model's ``n_ctx`` (the full policy always goes in; transcripts are shortened first).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_executors: int = Field(2, ge=1)
+    distill_by: Literal["third_party", "executor", "self"] = "third_party"
+    verify_by: Literal["executors", "distiller", "external", "self", "judge", "none"] = "executors"
+    require_contrast: bool = True  # distill only when the group has a success and a failure
+    distiller_sees_reward: bool = True
+    verifiers_see_reward: bool = True
+    max_candidates: int = Field(3, ge=1, le=10)
+    distill_retries: int = Field(2, ge=0, le=5)
+    verify_retries: int = Field(1, ge=0, le=5)
+    epochs: int = Field(1, ge=1, le=50)
+    retrieve_during_construction: bool = True
+    eval_after_each_epoch: bool = False
+    retrieval_k: int = Field(DEFAULT_K, ge=0, le=20)
+    retrieval_tau: float = Field(DEFAULT_TAU, ge=-1.0, le=1.0)
+    leave_one_task_out: bool = True
+    dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
+    routing: Literal["ability_matrix", "fixed"] = "ability_matrix"
+    fixed_solver: str | None = None
+    poison_per_task: int = Field(1, ge=0, le=10)  # known-wrong candidates injected into Verify
+    poison_to_memory: bool = False  # measure admission without contaminating the banks
+
+    @model_validator(mode="after")
+    def _check_paradigm(self) -> "EDVConfig":
+        if self.distill_by == "self" and self.n_executors != 1:
+            raise ValueError("distill_by=self needs n_executors=1")
+        if self.verify_by == "self" and self.distill_by != "self":
+            raise ValueError("verify_by=self means the executor that distilled votes: use distill_by=self")
+        if self.require_contrast and self.n_executors < 2:
+            raise ValueError("require_contrast needs n_executors>=2 (one run cannot both succeed and fail)")
+        if self.routing == "fixed" and not self.fixed_solver:
+            raise ValueError("routing=fixed needs fixed_solver")
+        return self
+
+
+
+
+def check_edv_pool(cfg, e: EDVConfig) -> None:
+    """Pool-dependent checks (the section alone cannot see the pool)."""
+    names, execs = [a.name for a in cfg.agents], cfg.executor_names()
+    if e.n_executors > len(execs):
+        raise ValueError(f"edv.n_executors={e.n_executors} but only {len(execs)} executors")
+    outside = len(names) - e.n_executors  # worst case: the group holds no non-executor
+    if e.distill_by == "third_party" and outside < 1 and not cfg.roles.distillers:
+        raise ValueError("distill_by=third_party needs a pool member outside the execution group")
+    if e.verify_by == "external" and outside < 1 + (e.distill_by == "third_party"):
+        raise ValueError("verify_by=external needs a pool member outside the group and the distiller")
+    if e.verify_by == "judge" and cfg.roles.judge is None:
+        raise ValueError("edv.verify_by=judge needs roles.judge")
+    if e.fixed_solver is not None and e.fixed_solver not in names:
+        raise ValueError(f"edv.fixed_solver names unknown agent {e.fixed_solver!r}")

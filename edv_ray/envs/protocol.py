@@ -1,0 +1,71 @@
+"""The environment protocol: what every benchmark module provides to methods and runtime.
+
+Everything outside ``envs/`` reaches a benchmark through :func:`get_env` (keyed by
+``benchmark.name``); no other package imports a benchmark package. An environment:
+
+* selects tasks (domain → tasks) for a split / ids / count;
+* says what the solving agent *observes* of a task (the ticket, the user's first
+  message, the web task) — retrieval and the Distill / Verify prompts use that text,
+  never hidden grading or user-simulator instructions;
+* gives the policy / instructions block, the Ability-Matrix task type, whether a task
+  needs a user simulator;
+* runs and grades one episode with experiences supplied by a callback that receives
+  the observed text (so retrieval can wait for a conversation's first user message);
+* renders a stored trajectory for Distill / Verify / judges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+# observed text → experience texts to inject (called once per episode, before the
+# agent's first answer)
+ExperienceFn = Callable[[str], list[str]]
+
+
+@dataclass
+class EpisodeOutcome:
+    reward: float
+    success: bool
+    termination: str
+    messages: list[dict[str, Any]]  # JSON-able transcript
+    reward_detail: dict[str, Any]
+    observed_text: str  # what the agent saw of the task (retrieval key)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Environment(Protocol):
+    name: str
+    task_noun: str  # how prompts name a task ("customer-service task", "web task", ...)
+
+    def select_tasks(self, bench: Any, split: str, task_ids: list[str] | None,
+                     num_tasks: int | None) -> dict[str, list]: ...
+
+    def task_by_id(self, bench: Any, domain: str, task_id: str) -> Any: ...
+
+    def task_type(self, bench: Any, domain: str, task: Any) -> str: ...
+
+    def needs_user_simulator(self, bench: Any, task: Any) -> bool: ...
+
+    def policy(self, bench: Any, domain: str) -> str: ...
+
+    def observed_text(self, bench: Any, task: Any, messages: list[dict[str, Any]]) -> str: ...
+
+    def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str: ...
+
+    def run_episode(self, spec: Any, task: Any, agent_binding: Any, user_binding: Any,
+                    experiences: ExperienceFn) -> EpisodeOutcome: ...
+
+
+_ENVS: dict[str, str] = {  # benchmark.name → module defining ENV
+    "tau2": "edv_ray.envs.tau2.env",
+}
+
+
+def get_env(name: str) -> Environment:
+    import importlib
+
+    if name not in _ENVS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(_ENVS)}")
+    return importlib.import_module(_ENVS[name]).ENV

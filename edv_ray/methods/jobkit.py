@@ -1,0 +1,95 @@
+"""What every method's worker-side stage job needs: a role's model binding, a JSON
+caller (constrained decoding where the engine supports it, strict validation always),
+prompt budgets, call attribution, reading stored episodes and writing call rows.
+
+Jobs are pydantic models with ``job_id``, ``timeout_s`` and ``handler``
+(``"module:function"``, a function ``(job_json, client) -> summary``); the runtime
+resolves the handler by name.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from edv_ray.config import BenchmarkConfig, Sampling
+from edv_ray.methods.answers import Caller, ask_json, decoding_schema, parse_json  # noqa: F401
+from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
+from edv_ray.prompts.budget import fit_prompt
+from edv_ray.results.parquet_io import read_rows, write_rows_atomic
+from edv_ray.results.schema import CALL_SCHEMA
+
+class RoleBinding(BaseModel):
+    """An agent acting in a stage role: its endpoint, sampling, JSON mode, context size."""
+
+    endpoint: Endpoint | None = None
+    sampling: Sampling | None = None
+    json_mode: str = "schema"
+    n_ctx: int = 8192
+
+
+def role_binding(ctx, agent: str, kind: str, sampling: Sampling | None = None) -> dict[str, Any]:
+    """Driver side: the binding fields of ``agent`` for a stage job of ``kind``."""
+    a = ctx.cfg.agent(agent)
+    mc = ctx.cfg.models[a.model]
+    return dict(endpoint=ctx.pool.agent_endpoint(ctx.cfg, agent, f"{kind}|{agent}"),
+                sampling=sampling or a.sampling, json_mode=mc.json_mode, n_ctx=mc.n_ctx)
+
+
+def env_of(benchmark: dict[str, Any]):
+    from edv_ray.envs.protocol import get_env
+
+    bench = BenchmarkConfig.model_validate(benchmark)
+    return get_env(bench.name), bench
+
+
+def load_episode(run_dir: str, stage: str, episode_id: str) -> dict[str, Any]:
+    """The latest attempt of a stored episode."""
+    folder = Path(run_dir) / "episodes" / f"stage={stage}"
+    files = sorted(folder.glob(f"{episode_id}.a*.parquet"),
+                   key=lambda p: int(p.name.rsplit(".a", 1)[1].split(".")[0]))
+    if not files:
+        raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
+    return read_rows(files[-1])[0]
+
+
+def transcript(env, row: dict[str, Any]) -> str:
+    return env.render_trajectory(json.loads(row["messages_json"] or "[]"), 10**7)
+
+
+def json_caller(client: LLMClient, binding: RoleBinding, ctx: CallContext,
+                ledger: CallLedger) -> Caller:
+    def call(messages, schema):
+        rf = None
+        if binding.json_mode == "schema":
+            rf = {"type": "json_object", "schema": schema}
+        elif binding.json_mode == "json_object":
+            rf = {"type": "json_object"}
+        out = client.complete(binding.endpoint, messages, ctx=ctx, ledger=ledger,
+                              sampling=binding.sampling, response_format=rf)
+        return out.content or ""
+    return call
+
+
+def budget(binding: RoleBinding, who: str):
+    def fit(render, parts):
+        return fit_prompt(render, parts, n_ctx=binding.n_ctx,
+                          answer_tokens=binding.sampling.max_tokens, who=who)
+    return fit
+
+
+def stage_ctx(job, role: str, agent: str, trial: int = 0) -> CallContext:
+    return CallContext(run_id=job.run_id, stage=job.kind, role=role, agent=agent,
+                       domain=job.domain, task_id=job.task_id, epoch=job.epoch, trial=trial,
+                       episode_id=f"{job.kind}-e{job.epoch}-{job.domain}-{job.task_id}-t{trial}")
+
+
+def write_calls(job, ledger: CallLedger, name: str) -> None:
+    """Call rows of a stage job under ``llm_calls/stage=<kind>/`` (unique file name)."""
+    rows = [{k: r.get(k) for k in CALL_SCHEMA.names} for r in ledger.rows()]
+    fname = name.replace(".parquet", f".{uuid.uuid4().hex[:8]}.parquet")
+    write_rows_atomic(rows, Path(job.run_dir) / "llm_calls" / f"stage={job.kind}" / fname, CALL_SCHEMA)

@@ -1,0 +1,160 @@
+"""ReasoningBank (arXiv 2509.25140), faithful to its paper, on edv-ray's harness.
+
+For each pool agent (model), in task order: retrieve (the agent's own bank; the k = 1
+most similar past *task query* → all its items) → act → the same model judges its run
+WITHOUT the reward → extracts ≤ 3 items (title / one-sentence description / content):
+strategies from a judged success, lessons from a judged failure → plain append. The
+judge's label is stored beside the true reward (``rb_judge_audit``: P(judge = success |
+reward = 0), the self-confirmation trap for RB).
+
+Settings: the EDV comparison (default) builds the banks over the training tasks in
+``epochs``, then every agent runs the test tasks with retrieval and no learning (stage
+``rb_infer``); ``stream_on_test`` is RB's own setting (the test tasks are the stream;
+stage ``rb_stream``). MaTTS ``parallel``: k rollouts per task, one self-contrast
+extraction over them (≤ 5 items) and, for the reported score, the model's own
+best-of-k pick. Sequential MaTTS (re-examining within an episode) is not implemented:
+the config rejects it with a clear message.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, register
+
+NAME = "reasoning_bank"
+EXECUTE, STREAM, INFER, LEARN = "rb_execute", "rb_stream", "rb_infer", "rb_learn"
+
+
+class ReasoningBankConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    epochs: int = Field(1, ge=1, le=50)
+    retrieval_k: int = Field(1, ge=0, le=20)  # past tasks whose items are injected
+    max_items: int = Field(3, ge=1, le=10)
+    retries: int = Field(2, ge=0, le=5)
+    extract_temperature: float = Field(1.0, ge=0.0, le=2.0)
+    leave_one_task_out: bool = True
+    stream_on_test: bool = False
+    matts: Literal["none", "parallel", "sequential"] = "none"
+    matts_k: int = Field(3, ge=2, le=10)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ReasoningBankConfig":
+        if self.matts == "sequential":
+            raise ValueError("matts=sequential (re-examining inside an episode) is not "
+                             "implemented; use matts: parallel or none")
+        if self.matts == "parallel" and self.max_items == 3:
+            self.max_items = 5  # the paper's self-contrast extracts up to 5 items
+        return self
+
+
+def _memory(ctx, rb: ReasoningBankConfig):
+    from edv_ray.runtime.spec import MemoryRequest
+
+    def fn(domain, task, agent):
+        if rb.retrieval_k == 0:
+            return None
+        return MemoryRequest(
+            provider="edv_ray.methods.reasoning_bank.store:rb_experiences",
+            params=dict(bank_dir=str(ctx.run_dir / "rb" / "bank" / f"agent={agent}"),
+                        k=rb.retrieval_k,
+                        exclude_task_ids=[task.id] if rb.leave_one_task_out else []))
+    return fn
+
+
+def _stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epoch: int) -> None:
+    """Each task in order: every agent acts (k rollouts with MaTTS), then learns from it."""
+    from edv_ray.methods import steps
+    from edv_ray.methods.jobkit import role_binding
+    from edv_ray.methods.reasoning_bank.learn import RBLearnJob
+    from edv_ray.methods.reasoning_bank.store import entry_path
+
+    cfg, agents = ctx.cfg, ctx.cfg.executor_names()
+    k = rb.matts_k if rb.matts == "parallel" else cfg.runtime.trials
+    ordered = [(d, t) for d, ts in tasks.items() for t in ts]
+    for i, (domain, task) in enumerate(ordered, 1):
+        eids = steps.execute(ctx, stage=stage, method=NAME, epoch=epoch,
+                             plan={(domain, task.id): agents}, tasks={domain: [task]},
+                             memory=_memory(ctx, rb), trials=k,
+                             label=f"rb e{epoch} {stage} {i}/{len(ordered)}")
+        jobs = []
+        for agent in agents:
+            if entry_path(ctx.run_dir, agent, epoch, domain, task.id, stage).exists():
+                continue
+            jobs.append(RBLearnJob(
+                run_id=ctx.run_id, run_dir=str(ctx.run_dir), epoch=epoch,
+                benchmark=cfg.benchmark.model_dump(mode="json"), domain=domain,
+                task_id=task.id, stage=stage, agent=agent,
+                binding=role_binding(ctx, agent, LEARN),
+                episode_ids=[e for a, e in eids[(domain, task.id)] if a == agent],
+                max_items=rb.max_items, retries=rb.retries,
+                extract_temperature=rb.extract_temperature, contrast=rb.matts == "parallel",
+                timeout_s=cfg.runtime.episode_timeout_s))
+        results = ctx.runner.run_jobs(jobs, label=f"rb learn {i}/{len(ordered)}",
+                                      show_progress=False)
+        bad = [r["job_id"] for r in results if r.get("status") != "ok"]
+        if bad:
+            ctx.unfinished.extend(bad)
+
+
+def run(ctx, rb: ReasoningBankConfig) -> None:
+    from edv_ray.methods import steps
+
+    if rb.stream_on_test:
+        _stream(ctx, rb, steps.test_tasks(ctx), STREAM, 0)
+        return
+    train, test = steps.train_tasks(ctx), steps.test_tasks(ctx)
+    for epoch in range(rb.epochs):
+        _stream(ctx, rb, train, EXECUTE, epoch)
+    if ctx.unfinished:
+        ctx.console.print(f"[yellow]reasoning_bank: {len(ctx.unfinished)} step(s) unfinished; "
+                          f"resume with `edv run --resume {ctx.run_dir}`[/]")
+        return
+    plan = {(d, t.id): ctx.cfg.executor_names() for d, ts in test.items() for t in ts}
+    steps.execute(ctx, stage=INFER, method=NAME, epoch=rb.epochs - 1, plan=plan, tasks=test,
+                  memory=_memory(ctx, rb))
+
+
+def add_views(con, run_dir) -> None:
+    from pathlib import Path
+
+    from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, JUDGMENT_SCHEMA
+    from edv_ray.results.views import register_table
+
+    base = Path(run_dir) / "rb"
+    register_table(con, "rb_entries", base / "bank", ENTRY_SCHEMA, ["agent", "epoch"])
+    register_table(con, "rb_judgments", base / "judgments", JUDGMENT_SCHEMA, ["agent", "epoch"])
+    con.execute("""
+        CREATE OR REPLACE VIEW rb_judge_audit AS
+        SELECT agent, stage, count(*) AS judged,
+               count(*) FILTER (WHERE NOT parse_ok) AS unparseable,
+               avg(CAST(label = 'success' AS DOUBLE)) FILTER (WHERE parse_ok) AS p_judge_success,
+               avg(CAST(label = 'success' AS DOUBLE)) FILTER (WHERE parse_ok AND NOT true_success)
+                   AS p_judge_success_given_failed,
+               avg(CAST((label = 'success') = true_success AS DOUBLE)) FILTER (WHERE parse_ok)
+                   AS judge_accuracy
+        FROM rb_judgments GROUP BY ALL ORDER BY agent, stage
+    """)
+
+
+_RESULTS = f"""
+SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial, status, success,
+       reward, episode_id
+FROM episodes WHERE stage = '{INFER}'
+   OR (stage = '{STREAM}' AND NOT EXISTS (
+         SELECT 1 FROM rb_entries r WHERE r.stage = '{STREAM}' AND r.picked_episode_id IS NOT NULL))
+UNION ALL BY NAME
+SELECT e.run_id, '{NAME}' AS method, e.agent, e.epoch, e.domain, e.task_id, 0 AS trial,
+       e.status, e.success, e.reward, e.episode_id
+FROM episodes e JOIN rb_entries r ON r.picked_episode_id = e.episode_id
+WHERE e.stage = '{STREAM}'
+"""
+
+register(Method(
+    name=NAME, config_cls=ReasoningBankConfig, run=run, add_views=add_views,
+    results_sql=_RESULTS,
+    phases={EXECUTE: CONSTRUCTION, LEARN: CONSTRUCTION, INFER: INFERENCE, STREAM: INFERENCE},
+    summary="per-model self-judged memory (ReasoningBank)"))

@@ -1,0 +1,113 @@
+"""Reusable steps that methods compose (driver side, over a ``RunContext``).
+
+* :func:`train_tasks` / :func:`test_tasks` — the benchmark's selections;
+* :func:`execute` — run (agent, task, trial) episodes of one stage, resumably;
+* :func:`draw_group` — a seeded execution group per (epoch, task);
+* :func:`route_tasks` — the Model Selector over the Ability Matrix, every decision
+  stored (``routing/``) with the basis it used (task type, its domain, or the prior);
+* :func:`solve` — run one chosen solver per test task (with or without memory).
+
+Memory is passed as a function ``(domain, task, agent) -> MemoryRequest | None``; the
+worker performs the retrieval when the agent has observed its task.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Callable
+
+from edv_ray.methods.selector import select_solver
+from edv_ray.results.parquet_io import write_rows_atomic
+from edv_ray.results.schema import ROUTING_SCHEMA
+from edv_ray.runtime.plan import make_spec, pending_specs
+from edv_ray.runtime.spec import MemoryRequest
+
+MemoryFn = Callable[[str, object, str], "MemoryRequest | None"]
+Key = tuple[str, str]  # (domain, task_id)
+
+
+def train_tasks(ctx) -> dict[str, list]:
+    b = ctx.cfg.benchmark
+    return ctx.env.select_tasks(b, b.train_split, b.train_task_ids, b.num_train_tasks)
+
+
+def test_tasks(ctx) -> dict[str, list]:
+    b = ctx.cfg.benchmark
+    return ctx.env.select_tasks(b, b.split, b.task_ids, b.num_tasks)
+
+
+def task_rng(seed: int, epoch: int, domain: str, task_id: str, what: str) -> random.Random:
+    return random.Random(f"{seed}|{epoch}|{domain}|{task_id}|{what}")
+
+
+def draw_group(cfg, epoch: int, domain: str, task_id: str, n: int) -> list[str]:
+    """The execution group of a task: ``n`` executors drawn with a seeded RNG, so EDV and
+    Router (and a resumed run) draw the same group for the same (seed, epoch, task)."""
+    execs = sorted(cfg.executor_names())
+    return sorted(task_rng(cfg.seed, epoch, domain, task_id, "group").sample(execs, n))
+
+
+def execute(ctx, *, stage: str, method: str, epoch: int, plan: dict[Key, list[str]],
+            tasks: dict[str, list], memory: MemoryFn | None = None,
+            trials: int | None = None, label: str | None = None) -> dict[Key, list[tuple[str, str]]]:
+    """Run every (agent in plan[task], trial) episode not already finished; returns
+    (domain, task_id) → [(agent, episode_id)]."""
+    cfg = ctx.cfg
+    specs, eids = [], {}
+    for domain, ts in tasks.items():
+        for task in ts:
+            for agent in plan.get((domain, task.id), []):
+                mem = memory(domain, task, agent) if memory is not None else None
+                for trial in range(trials or cfg.runtime.trials):
+                    s = make_spec(cfg, ctx.run_id, ctx.pool, ctx.env, stage=stage, method=method,
+                                  domain=domain, task=task, trial=trial, agent=agent,
+                                  epoch=epoch, memory=mem)
+                    specs.append(s)
+                    eids.setdefault((domain, task.id), []).append((agent, s.episode_id))
+    todo = pending_specs(specs, ctx.run_dir)
+    if len(todo) < len(specs):
+        ctx.console.print(f"resume: {len(specs) - len(todo)} of {len(specs)} {stage} episodes done")
+    ctx.runner.run(todo, label=label or f"{method} {stage} e{epoch}", show_progress=ctx.show_progress)
+    ctx.tracker.episodes_done(ctx)
+    return eids
+
+
+def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
+                fixed: str | None = None) -> dict[Key, str]:
+    """The solver per test task: best Ability-Matrix cell of its task type (construction
+    executions only); an unseen task type falls back to its domain's row, then to the
+    prior. Every decision is written to ``routing/method=M/epoch=E/part.parquet``."""
+    from edv_ray.results.views import connect
+
+    con = connect(ctx.run_dir, matrix_stages=("execute",))
+    by_type = con.execute("SELECT agent, task_type, attempts, successes, errors "
+                          "FROM ability_matrix").fetchall()
+    by_domain = con.execute("SELECT agent, domain, attempts, successes, errors "
+                            "FROM ability_by_domain").fetchall()
+    cands = ctx.cfg.executor_names()
+    out, rows = {}, []
+    for domain, ts in tasks.items():
+        for task in ts:
+            tt = ctx.env.task_type(ctx.cfg.benchmark, domain, task)
+            if fixed:
+                choice = (fixed, "fixed", None, 0)
+            else:
+                choice = select_solver(
+                    {a: (n, s, e) for a, t, n, s, e in by_type if t == tt},
+                    {a: (n, s, e) for a, d, n, s, e in by_domain if d == domain}, cands)
+            out[(domain, task.id)] = choice[0]
+            rows.append(dict(run_id=ctx.run_id, method=method, epoch=epoch, domain=domain,
+                             task_id=task.id, task_type=tt, solver=choice[0], basis=choice[1],
+                             score=choice[2], attempts=choice[3]))
+    path = Path(ctx.run_dir) / "routing" / f"method={method}" / f"epoch={epoch}" / "part.parquet"
+    write_rows_atomic(rows, path, ROUTING_SCHEMA)
+    return out
+
+
+def solve(ctx, *, stage: str, method: str, epoch: int, tasks: dict[str, list],
+          solvers: dict[Key, str], memory: MemoryFn | None = None) -> dict[Key, list[tuple[str, str]]]:
+    """Each test task run by its chosen solver (trials as configured)."""
+    plan = {key: [agent] for key, agent in solvers.items()}
+    return execute(ctx, stage=stage, method=method, epoch=epoch, plan=plan, tasks=tasks,
+                   memory=memory)
