@@ -7,6 +7,9 @@
   edv validate CONFIG.yaml     check a config (and its models/endpoints) without running
   edv submit CONFIG --address http://HEAD:8265
                                run on a Ray cluster through Ray Jobs
+  edv compare RUN_DIR... | SWEEP_DIR [--out DIR]
+                               methods × domains with intervals, tokens vs ReasoningBank,
+                               heterogeneity and curves over many runs (Markdown/CSV/PNG)
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     sj.add_argument("--address", required=True, help="Ray Jobs address, e.g. http://HEAD:8265")
     sj.add_argument("--resume", metavar="RUN_DIR", help="resume a run folder on the cluster")
     sj.add_argument("--no-wait", action="store_true", help="return after submitting")
+    c = sub.add_parser("compare", help="compare runs (or a sweep): tables, intervals, plots")
+    c.add_argument("paths", nargs="+", help="run folders and/or sweep folders")
+    c.add_argument("--out", help="output folder (default: SWEEP/compare or runs/compare-TIME)")
+    c.add_argument("--baseline", help="method the others are compared to (default: "
+                   "reasoning_bank if present, else no_memory)")
+    c.add_argument("--epoch", default="last", help="epoch to score: last (default), all, or N")
+    c.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
     return p
@@ -57,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{run_dir} has no episodes/ folder: not a run folder")
             report(run_dir, console=console)
             return 0
+        if args.cmd == "compare":
+            return _compare(args, console)
         if args.cmd == "submit":
             from edv_ray.runtime.submit import submit_run
 
@@ -96,6 +108,31 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted: resume with `edv run --resume RUN_DIR`")
         return 130
+
+
+def _compare(args, console) -> int:
+    import datetime as dt
+
+    from edv_ray.report.compare import write_report
+    from edv_ray.report.compare_load import attach, is_run_dir
+
+    epoch = {"last": "last", "all": None}.get(args.epoch, None)
+    if args.epoch not in ("last", "all"):
+        try:
+            epoch = int(args.epoch)
+        except ValueError:
+            from edv_ray.config import ConfigError
+
+            raise ConfigError(f"--epoch {args.epoch!r}: use last, all or a number") from None
+    first = Path(args.paths[0])
+    out = Path(args.out) if args.out else (
+        first / "compare" if len(args.paths) == 1 and not is_run_dir(first)
+        else Path("runs") / f"compare-{dt.datetime.now():%Y%m%d-%H%M%S}")
+    con = attach(args.paths)
+    write_report(con, out, epoch=epoch, baseline=args.baseline, n_boot=args.boot)
+    console.print((out / "compare.md").read_text())
+    console.print(f"comparison folder: {out}")
+    return 0
 
 
 if __name__ == "__main__":

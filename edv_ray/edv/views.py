@@ -25,11 +25,10 @@ def add_edv_views(con, run_dir: Path) -> bool:
                          ("votes", R.VOTE_SCHEMA), ("verify_runs", R.VERIFY_RUN_SCHEMA),
                          ("decisions", R.DECISION_SCHEMA)):
         register_table(con, name, base / name, schema, ["epoch"])
-    mem = Path(run_dir) / "memory"
-    if any(mem.rglob("*.parquet")):
-        glob = str(mem / "**" / "*.parquet").replace("'", "''")
-        con.execute(f"CREATE OR REPLACE VIEW memory_items AS SELECT * EXCLUDE (embedding) "
-                    f"FROM read_parquet('{glob}', hive_partitioning=true, union_by_name=true)")
+    from edv_ray.memory import BANK_SCHEMA
+
+    register_table(con, "_memory_files", Path(run_dir) / "memory", BANK_SCHEMA, [])
+    con.execute("CREATE OR REPLACE VIEW memory_items AS SELECT * EXCLUDE (embedding) FROM _memory_files")
     con.execute("""
         CREATE OR REPLACE VIEW verification_audit AS
         SELECT verifier_type, sees_reward, count(*) AS votes,

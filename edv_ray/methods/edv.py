@@ -63,6 +63,7 @@ register(Method(
     results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
                            status, success, reward, episode_id
                     FROM episodes WHERE stage = '{INFER_STAGE}'""",
+    admitted_sql=f"SELECT '{NAME}' AS method, bank, count(*) AS items FROM memory_items GROUP BY bank",
     phases={"execute": CONSTRUCTION, "distill": CONSTRUCTION, "verify": CONSTRUCTION,
             INFER_STAGE: INFERENCE},
     summary="Execute–Distill–Verify with shared/private banks and routed inference"))

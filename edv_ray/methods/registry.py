@@ -43,6 +43,8 @@ class Method:
     check: Callable[[Any, Any], None] | None = None  # (RunConfig, section) → raise ValueError
     add_views: Callable[[Any, Any], None] | None = None  # (duckdb con, run_dir) → None
     uses_train: bool = True  # reads the training selection (construction / matrix)
+    # SQL giving (method, bank, items): experiences the method admitted to memory
+    admitted_sql: str | None = None
     summary: str = ""
 
 

@@ -144,12 +144,16 @@ def add_method_views(con, run_dir: Path) -> None:
 
     methods = known_methods()
     parts, phases = [], []
+    admitted = ["SELECT NULL::VARCHAR AS method, NULL::VARCHAR AS bank, 0::BIGINT AS items WHERE false"]
     for name, m in sorted(methods.items()):
         if m.add_views is not None:
             m.add_views(con, run_dir)
         parts.append(f"SELECT * FROM ({m.results_sql})")
+        if m.admitted_sql:
+            admitted.append(f"SELECT * FROM ({m.admitted_sql})")
         phases += [{"method": name, "stage": st, "phase": ph} for st, ph in m.phases.items()]
     con.execute("CREATE OR REPLACE VIEW method_results AS " + " UNION ALL BY NAME ".join(parts))
+    con.execute("CREATE OR REPLACE VIEW admitted AS " + " UNION ALL BY NAME ".join(admitted))
     schema = pa.schema([("method", pa.string()), ("stage", pa.string()), ("phase", pa.string())])
     con.register("_method_phases", pa.Table.from_pylist(phases, schema=schema))
     con.execute("""

@@ -11,18 +11,29 @@ from __future__ import annotations
 import ray
 
 
+@ray.remote(num_cpus=0)
+class SecretHolder:
+    """API keys held in memory for the run's workers (see EpisodeRunner)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._env = dict(env)
+
+    def get(self) -> dict[str, str]:
+        return dict(self._env)
+
+
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
     def __init__(self, run_dir: str, timeout_s: float, max_retries: int,
-                 secrets: list | None = None) -> None:
+                 secrets=None) -> None:
         import os
 
         from edv_ray.envs.tau2.episode import quiet_tau2_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.results.store import RunStore
 
-        if secrets:  # [ObjectRef of {ENV_NAME: key}] — see EpisodeRunner
-            os.environ.update(ray.get(secrets[0]))
+        if secrets is not None:  # a SecretHolder handle — see EpisodeRunner
+            os.environ.update(ray.get(secrets.get.remote()))
         quiet_tau2_logs()
         self._client = LLMClient(timeout_s=timeout_s, max_retries=max_retries)
         self._store = RunStore(run_dir)

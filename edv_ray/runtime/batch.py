@@ -63,13 +63,15 @@ class EpisodeRunner:
         rt = cfg.runtime
         self.concurrency = rt.concurrency
         per_worker = max(1, math.ceil(rt.concurrency / rt.workers))
-        # API keys reach the workers (possibly on other nodes) through the object store:
-        # the driver puts them there and each worker fetches them into its own
-        # environment on start (and on every restart). Never in a runtime_env: Ray's
-        # runtime_env agent writes its env_vars to the session log folder.
+        # API keys reach the workers (possibly on other nodes) from a small actor that
+        # holds them in memory: each worker fetches them into its own environment on start
+        # (and on every restart). Never in a runtime_env: Ray's runtime_env agent writes
+        # its env_vars to the session log folder.
+        from edv_ray.runtime.actors import SecretHolder
+
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
-        self._secrets = [ray.put(keys)]  # held for the runner's life (a nested ref)
+        self._secrets = SecretHolder.remote(keys)
         self.workers = [
             EpisodeWorker.options(max_concurrency=per_worker).remote(
                 run_dir, cfg.llm.timeout_s, cfg.llm.max_retries, self._secrets)
@@ -149,3 +151,4 @@ class EpisodeRunner:
         for w in self.workers:
             ray.kill(w)
         self.workers.clear()
+        ray.kill(self._secrets)

@@ -1,5 +1,6 @@
 """Mixed pools: a key reaches the endpoint from the environment and is written nowhere
-(Parquet, logs, config, W&B offline files)."""
+(Parquet, logs, config, W&B offline files — and Ray's own session logs, where a
+runtime_env's env_vars would land)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
                                "api_base": server.base_url, "api_key_env": "EDV_TEST_KEY"}
     cfg["agents"][0]["model"] = "hosted"  # one hosted agent, one "self-served" agent
     cfg["wandb"] = {"mode": "offline"}
+    cfg["runtime"] = {"concurrency": 4, "workers": 2, "episode_timeout_s": 60}
     cfg, run_id, run_dir = pipeline.prepare_from(load_config_dict(cfg))
     pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True), show_progress=False)
     sent = {r["_authorization"] for r in server.requests if r.get("model") == "hosted"}
@@ -31,3 +33,9 @@ def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     assert any(p.suffix == ".parquet" for p in files) and any("wandb" in str(p) for p in files)
     leaks = [str(p) for p in files if SECRET.encode() in p.read_bytes()]
     assert leaks == []
+    import ray
+
+    session = Path(ray._private.worker.global_worker.node.get_session_dir_path())
+    logs = [p for p in (session / "logs").rglob("*") if p.is_file()]
+    assert logs  # the scan looked at something
+    assert [str(p) for p in logs if SECRET.encode() in p.read_bytes()] == []

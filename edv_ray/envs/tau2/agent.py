@@ -47,11 +47,15 @@ class _StrategyMixin:
     experience_fn: ExperienceFn | None
     observed_text: str = ""
 
-    def _take_experiences(self, observed: str) -> None:
-        """Retrieve once, with the first text the agent observes."""
+    def _take_experiences(self, observed: str) -> bool:
+        """Record the first text the agent observes and retrieve with it (once); returns
+        whether experiences were fetched."""
+        if self.observed_text:
+            return False
         self.observed_text = observed
         fn, self.experience_fn = self.experience_fn, None
         self.experiences = list(fn(observed)) if fn is not None else []
+        return fn is not None
 
     def _ticket(self) -> str | None:
         return None
@@ -98,11 +102,10 @@ class EdvAgent(_StrategyMixin, LLMAgent):
                  experience_fn: ExperienceFn | None):
         super().__init__(tools=tools, domain_policy=domain_policy, llm=binding.endpoint.litellm_model)
         self.binding, self.strategy_name = binding, strategy
-        self.experiences, self.experience_fn = [], experience_fn
+        self.experiences, self.experience_fn, self.observed_text = [], experience_fn, ""
 
     def generate_next_message(self, message, state: LLMAgentState):
-        if self.experience_fn is not None and isinstance(message, UserMessage) and message.content:
-            self._take_experiences(message.content)
+        if isinstance(message, UserMessage) and message.content and self._take_experiences(message.content):
             state.system_messages = [SystemMessage(role="system", content=self.system_prompt)]
         self._append(message, state)
         reply = self._respond(state)
@@ -117,7 +120,7 @@ class EdvSoloAgent(_StrategyMixin, LLMSoloAgent):
                  experience_fn: ExperienceFn | None):
         # experiences are in place before the parent builds the system prompt
         self.binding, self.strategy_name = binding, strategy
-        self.experiences, self.experience_fn = [], experience_fn
+        self.experiences, self.experience_fn, self.observed_text = [], experience_fn, ""
         self._take_experiences(str(task.ticket))
         super().__init__(tools=tools, domain_policy=domain_policy, task=task,
                          llm=binding.endpoint.litellm_model)

@@ -156,5 +156,7 @@ WHERE e.stage = '{STREAM}'
 register(Method(
     name=NAME, config_cls=ReasoningBankConfig, run=run, add_views=add_views,
     results_sql=_RESULTS,
+    admitted_sql=f"""SELECT '{NAME}' AS method, 'rb' AS bank, sum(len(items))::BIGINT AS items
+                     FROM rb_entries HAVING count(*) > 0""",
     phases={EXECUTE: CONSTRUCTION, LEARN: CONSTRUCTION, INFER: INFERENCE, STREAM: INFERENCE},
     summary="per-model self-judged memory (ReasoningBank)"))

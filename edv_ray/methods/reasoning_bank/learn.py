@@ -114,7 +114,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
     try:
         for r, tx in zip(rows, txs):
             p = prompt_for(judge_b, "rb_judge.v1", [tx], lambda ps: {"trajectory": fence(ps[0])})
-            ans, _n, _err = ask_json(call(judge_b, "judge"), p, RBJudgeAnswer, job.retries)
+            ans, _n, _err = ask_json(call(judge_b, "self_judge"), p, RBJudgeAnswer, job.retries)
             judgments.append(dict(
                 run_id=job.run_id, agent=job.agent, domain=job.domain, task_id=job.task_id,
                 stage=job.stage, episode_id=r["episode_id"], label=ans.status if ans else None,
@@ -135,7 +135,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
             def known(a):
                 if a.pick.strip() not in names:
                     raise ValueError(f"pick {a.pick!r} not in {sorted(names)}")
-            pick, _n, _e = ask_json(call(judge_b, "judge"), p, RBPick, job.retries, known)
+            pick, _n, _e = ask_json(call(judge_b, "self_judge"), p, RBPick, job.retries, known)
             picked = rows[int(pick.pick.strip()[1:]) - 1]["episode_id"] if pick else None
         elif labels[0] is not None:
             name = "rb_extract_success.v1" if labels[0] == "success" else "rb_extract_failure.v1"
