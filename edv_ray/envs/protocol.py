@@ -42,7 +42,8 @@ class Environment(Protocol):
     def select_tasks(self, bench: Any, split: str, task_ids: list[str] | None,
                      num_tasks: int | None) -> dict[str, list]: ...
 
-    def task_by_id(self, bench: Any, domain: str, task_id: str) -> Any: ...
+    def task_by_id(self, bench: Any, domain: str, task_id: str,
+                   split: str | None = None) -> Any: ...
 
     def task_type(self, bench: Any, domain: str, task: Any) -> str: ...
 
@@ -54,12 +55,14 @@ class Environment(Protocol):
 
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str: ...
 
-    def run_episode(self, spec: Any, task: Any, agent_binding: Any, user_binding: Any,
-                    experiences: ExperienceFn) -> EpisodeOutcome: ...
+    def run_episode(self, bench: Any, spec: Any, task: Any, agent_binding: Any,
+                    user_binding: Any, experiences: ExperienceFn | None) -> EpisodeOutcome: ...
 
 
 _ENVS: dict[str, str] = {  # benchmark.name → module defining ENV
     "tau2": "edv_ray.envs.tau2.env",
+    "mind2web": "edv_ray.envs.mind2web.env",
+    "mmtb": "edv_ray.envs.mmtb.env",
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from edv_ray.config import BenchmarkConfig, Sampling
+from edv_ray.config import Sampling, parse_benchmark
 from edv_ray.methods.answers import Caller, ask_json, decoding_schema, parse_json  # noqa: F401
 from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
 from edv_ray.prompts.budget import fit_prompt
@@ -43,7 +43,7 @@ def role_binding(ctx, agent: str, kind: str, sampling: Sampling | None = None) -
 def env_of(benchmark: dict[str, Any]):
     from edv_ray.envs.protocol import get_env
 
-    bench = BenchmarkConfig.model_validate(benchmark)
+    bench = parse_benchmark(benchmark)
     return get_env(bench.name), bench
 
 

@@ -67,6 +67,7 @@ def _experience_fn(spec: EpisodeSpec, row: dict[str, Any]):
 
 def run_episode(spec: EpisodeSpec, client: LLMClient, store: RunStore) -> dict[str, Any]:
     """Run, grade and persist one episode; never raises for episode-level failures."""
+    from edv_ray.config import parse_benchmark
     from edv_ray.envs.protocol import get_env
 
     ledger = CallLedger()
@@ -81,11 +82,12 @@ def run_episode(spec: EpisodeSpec, client: LLMClient, store: RunStore) -> dict[s
         return ModelBinding(client, endpoint, sampling, ctx, ledger, deadline)
 
     try:
-        env = get_env(spec.benchmark)
-        task = env.task_by_id(None, spec.domain, spec.task_id)
+        bench = parse_benchmark(spec.benchmark)
+        env = get_env(bench.name)
+        task = env.task_by_id(bench, spec.domain, spec.task_id, spec.task_split)
         user = (bind("user_sim", spec.user_endpoint, spec.user_sampling)
                 if spec.user_endpoint is not None and not spec.solo else None)
-        out = env.run_episode(spec, task, bind("agent", spec.agent_endpoint, spec.sampling),
+        out = env.run_episode(bench, spec, task, bind("agent", spec.agent_endpoint, spec.sampling),
                               user, _experience_fn(spec, row))
         row.update(
             status="ok", reward=out.reward, success=out.success, termination=out.termination,

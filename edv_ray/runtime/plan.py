@@ -18,7 +18,8 @@ def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, env, *, stage: str,
     us = cfg.roles.user_simulator
     user_ep = None if (solo or us is None) else pool.endpoint(us.model, "user", eid)
     return EpisodeSpec(
-        run_id=run_id, stage=stage, method=method, benchmark=cfg.benchmark.name, epoch=epoch,
+        run_id=run_id, stage=stage, method=method, epoch=epoch,
+        benchmark=cfg.benchmark.model_dump(mode="json"), task_split=getattr(task, "split", None),
         domain=domain, task_id=task.id, task_type=env.task_type(cfg.benchmark, domain, task),
         trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
         sampling=a.sampling, agent_endpoint=pool.agent_endpoint(cfg, agent, eid),

@@ -34,7 +34,8 @@ class EpisodeSpec(BaseModel):
     run_id: str
     stage: str  # execute | infer | eval | ...
     method: str
-    benchmark: str = "tau2"
+    benchmark: dict  # the run's benchmark section (the worker builds its environment from it)
+    task_split: str | None = None  # the split the task was selected from, where it matters
     epoch: int = 0
     domain: str
     task_id: str

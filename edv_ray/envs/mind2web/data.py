@@ -72,6 +72,11 @@ class Task:
     split: str = ""
     source_file: str = field(default="", compare=False)
 
+    @property
+    def id(self) -> str:
+        """The task id every benchmark exposes (Mind2Web's annotation_id)."""
+        return self.annotation_id
+
 
 def _expected_layout(root: Path) -> str:
     files = ", ".join(f"{s}/{s}_*.json" for s in SPLITS)

@@ -45,7 +45,7 @@ class Tau2Env:
         sel = bench.model_copy(update={"split": split, "task_ids": task_ids, "num_tasks": num_tasks})
         return T.select_tasks(sel)
 
-    def task_by_id(self, bench, domain: str, task_id: str):
+    def task_by_id(self, bench, domain: str, task_id: str, split: str | None = None):
         return T.task_by_id(domain, task_id)
 
     def task_type(self, bench, domain: str, task) -> str:
@@ -67,7 +67,7 @@ class Tau2Env:
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         return render_transcript(messages, max_chars)
 
-    def run_episode(self, spec, task, agent_binding, user_binding,
+    def run_episode(self, bench, spec, task, agent_binding, user_binding,
                     experiences: ExperienceFn | None) -> EpisodeOutcome:
         from edv_ray.envs.tau2.episode import run_tau2_episode
 
