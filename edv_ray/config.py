@@ -327,7 +327,7 @@ class RunConfig(BaseModel):
         if self.run_id:
             return self.run_id
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        return f"{stamp}-{'+'.join(self.method_names())}"
+        return f"{stamp}-{'-'.join(self.method_names())}"
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

@@ -64,7 +64,7 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
             sees_reward=e.distiller_sees_reward, require_contrast=e.require_contrast,
             max_candidates=e.max_candidates, retries=e.distill_retries,
             **role_binding(ctx, r.distiller, "distill"), **common))
-    ctx.runner.run_jobs(jobs, label=f"epoch {epoch} distill", show_progress=ctx.show_progress)
+    steps.run_jobs(ctx, jobs, f"epoch {epoch} distill")
     # ---- Verify ---------------------------------------------------------------------
     jobs = []
     for (domain, task_id), r in roles.items():
@@ -82,7 +82,7 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
         jobs.append(StageJob(
             kind="verify", domain=domain, task_id=task_id, episode_ids=[x for _, x in eids],
             voters=voters, poison=poison, retries=e.verify_retries, **common))
-    ctx.runner.run_jobs(jobs, label=f"epoch {epoch} verify", show_progress=ctx.show_progress)
+    steps.run_jobs(ctx, jobs, f"epoch {epoch} verify")
     update_memory(ctx, e, bank, epoch, roles)
     return [f"{d}/{t}" for (d, t) in sorted(roles) if not _task_finished(ctx, e, epoch, d, t)]
 

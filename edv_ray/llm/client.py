@@ -1,4 +1,5 @@
-"""The one path for model calls: litellm with timeouts, bounded retries and a token ledger.
+"""The one path for model calls: litellm with wall-clock bounds, retries, a circuit breaker
+per endpoint and a token ledger.
 
 Every call is attributed (run, stage, role, agent, model, task, trial, episode) and
 recorded with prompt/completion tokens and latency, whether it succeeds or not. The
@@ -6,6 +7,32 @@ attribution also travels to the server in the OpenAI ``user`` field
 (``edv|<role>|<agent>|<domain>|<task_id>|<trial>|<episode_id>``): real servers ignore or log
 it, a router can keep one episode on one replica, and the scripted test server uses it.
 API keys are read from the environment at call time and never stored.
+
+Time bounds. Each attempt is bounded in *wall-clock* time by ``min(timeout_s, time left to
+the episode deadline)``, including a server that trickles its answer byte by byte (httpx
+timeouts alone bound each read, not the call). The attempt runs as a task on one shared
+background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion``; at the
+bound the task is cancelled, which closes its connection — no abandoned thread or socket
+is left behind, however many calls time out. An attempt cut short by the episode deadline
+raises :class:`EpisodeDeadlineExceeded`.
+
+Retries. Transient failures (5xx, timeouts, connection errors, rate limits, garbled
+bodies) are retried with exponential backoff and jitter (:func:`~edv_ray.llm.breaker.
+backoff_delay`), at most ``max_retries`` times and only while the call is younger than
+``retry_budget_s``. 400/401/403/404 are never retried.
+
+Circuit breaker (:mod:`edv_ray.llm.breaker`). After ``breaker_threshold`` consecutive
+connection-level failures of one api_base (refused/reset, 502/503/504, wall timeouts) the
+breaker opens. Calls to that endpoint then *wait* — without spending retries, bounded by
+their deadline (or ``outage_wait_s`` without one) — while one of them probes every
+``probe_interval_s``; the first answer closes the breaker and releases everyone. A call that
+cannot wait long enough fails with :class:`EndpointUnavailable` (an :class:`LLMCallError`).
+
+Re-routing. The URL is resolved again for every attempt and while waiting: an optional
+``api_base_resolver(endpoint)`` passed to :meth:`LLMClient.complete` wins; otherwise
+:meth:`Endpoint.resolve_api_base` consults the process-wide table filled by
+:func:`set_api_base_resolver` (so a server restarted on a new port can be re-routed live
+without changing the serialisable :class:`Endpoint`). Breakers are per resolved URL.
 """
 
 from __future__ import annotations
@@ -15,16 +42,25 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
 
 import json
+import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+import httpx
 import litellm
 import openai
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from edv_ray.config import Sampling
+from edv_ray.llm import aio
+from edv_ray.llm.breaker import (
+    BreakerRegistry,
+    BreakerWaitExpired,
+    WallClockTimeout,
+    backoff_delay,
+    is_connection_failure,
+)
 
 litellm.suppress_debug_info = True
 litellm.drop_params = True
@@ -36,6 +72,10 @@ class EpisodeDeadlineExceeded(RuntimeError):
 
 class LLMCallError(RuntimeError):
     """A model call failed after its retries (the original error is chained)."""
+
+
+class EndpointUnavailable(LLMCallError):
+    """The endpoint's circuit breaker stayed open for as long as the call could wait."""
 
 
 _NOT_TRANSIENT = (
@@ -50,7 +90,24 @@ def is_transient(err: BaseException) -> bool:
     """Server 5xx, timeouts, connection errors, rate limits and garbled bodies retry."""
     if isinstance(err, _NOT_TRANSIENT):
         return False
-    return isinstance(err, (openai.APIError, litellm.exceptions.APIError, json.JSONDecodeError))
+    return isinstance(err, (openai.APIError, litellm.exceptions.APIError, json.JSONDecodeError,
+                            WallClockTimeout, httpx.TransportError))
+
+
+# ---- live re-routing -------------------------------------------------------------------
+_RESOLVERS: dict[str, Callable[[], str | None]] = {}
+_RESOLVERS_LOCK = threading.Lock()
+
+
+def set_api_base_resolver(api_base: str, resolver: Callable[[], str | None] | None) -> None:
+    """Route every call of endpoints configured with ``api_base`` to ``resolver()`` (asked
+    once per attempt; ``None`` from it means "use the configured URL"). ``resolver=None``
+    removes the route. Process-wide: the episode threads of a worker all see it."""
+    with _RESOLVERS_LOCK:
+        if resolver is None:
+            _RESOLVERS.pop(api_base, None)
+        else:
+            _RESOLVERS[api_base] = resolver
 
 
 @dataclass(frozen=True)
@@ -69,6 +126,13 @@ class Endpoint:
                 raise LLMCallError(f"environment variable {self.api_key_env} is not set")
             return key
         return "sk-edv-local"  # self-served servers need some key, not a secret
+
+    def resolve_api_base(self) -> str | None:
+        """The URL to use for the next attempt (see :func:`set_api_base_resolver`)."""
+        with _RESOLVERS_LOCK:
+            fn = _RESOLVERS.get(self.api_base or "")
+        live = fn() if fn is not None else None
+        return live or self.api_base
 
 
 @dataclass(frozen=True)
@@ -139,10 +203,30 @@ class CallLedger:
         return sum(r.prompt_tokens for r in recs), sum(r.completion_tokens for r in recs)
 
 
+class _CallFailed(Exception):
+    """Internal: stop retrying with this final error (already typed for the caller)."""
+
+
 class LLMClient:
-    def __init__(self, timeout_s: float = 120.0, max_retries: int = 2) -> None:
+    def __init__(self, timeout_s: float = 120.0, max_retries: int = 2, *,
+                 retry_budget_s: float = 300.0, backoff_base_s: float = 0.5,
+                 backoff_cap_s: float = 8.0, breaker_threshold: int = 5,
+                 probe_interval_s: float = 2.0, outage_wait_s: float = 600.0,
+                 seed: int | None = None) -> None:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.retry_budget_s = retry_budget_s
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.probe_interval_s = probe_interval_s
+        self.outage_wait_s = outage_wait_s
+        self.breakers = BreakerRegistry(breaker_threshold, probe_interval_s)
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+
+    def backoff(self, retry: int) -> float:
+        with self._rng_lock:
+            return backoff_delay(retry, self.backoff_base_s, self.backoff_cap_s, self._rng)
 
     def complete(
         self,
@@ -155,13 +239,13 @@ class LLMClient:
         tools: list[dict[str, Any]] | None = None,
         response_format: dict[str, Any] | None = None,
         deadline: float | None = None,
+        api_base_resolver: Callable[[Endpoint], str | None] | None = None,
     ) -> Completion:
         sampling = sampling or Sampling()
+        api_key = endpoint.api_key()
         kwargs: dict[str, Any] = dict(
             model=endpoint.litellm_model,
             messages=messages,
-            api_base=endpoint.api_base,
-            api_key=endpoint.api_key(),
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
@@ -176,21 +260,8 @@ class LLMClient:
             kwargs["tool_choice"] = "auto"
         if response_format is not None:
             kwargs["response_format"] = response_format
-        started, t0, attempts = time.time(), time.monotonic(), 0
-
-        def one_call() -> Any:
-            nonlocal attempts
-            attempts += 1
-            timeout = self.timeout_s
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise EpisodeDeadlineExceeded("episode time budget exhausted")
-                timeout = min(timeout, left)
-            resp = litellm.completion(timeout=timeout, **kwargs)
-            if not getattr(resp, "choices", None):
-                raise json.JSONDecodeError("response has no choices", str(resp)[:200], 0)
-            return resp
+        started, t0 = time.time(), time.monotonic()
+        attempts = 0
 
         def record(ok: bool, err: str | None, pt: int = 0, ct: int = 0) -> None:
             if ledger is not None:
@@ -202,22 +273,95 @@ class LLMClient:
                     attempts=attempts, ok=ok, error=err, started_at=started,
                 ))
 
-        try:
-            resp = Retrying(
-                stop=stop_after_attempt(self.max_retries + 1),
-                wait=wait_exponential(multiplier=0.5, max=8),
-                retry=retry_if_exception(is_transient),
-                reraise=True,
-            )(one_call)
-        except EpisodeDeadlineExceeded as err:
-            record(False, str(err))
-            raise
-        except Exception as err:  # noqa: BLE001 - recorded, then re-raised typed
+        def failed(err: BaseException, why: str = "") -> _CallFailed:
             record(False, f"{type(err).__name__}: {err}"[:500])
-            raise LLMCallError(
+            final = LLMCallError(
                 f"{endpoint.model_name} ({ctx.role}/{ctx.agent}) failed after {attempts} "
-                f"attempt(s): {type(err).__name__}: {str(err)[:300]}"
-            ) from err
+                f"attempt(s): {type(err).__name__}: {str(err)[:300]}{why}")
+            final.__cause__ = err
+            return _CallFailed(final)
+
+        def out_of_time(msg: str, cause: BaseException | None = None) -> _CallFailed:
+            record(False, msg)
+            final = EpisodeDeadlineExceeded(msg)
+            final.__cause__ = cause
+            return _CallFailed(final)
+
+        def unavailable(breaker, detail: str, cause: BaseException | None) -> _CallFailed:
+            where = ("the episode deadline" if deadline is not None and wait_until >= deadline
+                     else f"outage_wait_s={self.outage_wait_s:g}")
+            msg = (f"{endpoint.model_name} ({ctx.role}/{ctx.agent}) failed after {attempts} "
+                   f"attempt(s): {detail}; stopped waiting at {where}")
+            record(False, msg[:500])
+            final = EndpointUnavailable(msg)
+            final.__cause__ = cause
+            return _CallFailed(final)
+
+        wait_until = t0 + self.outage_wait_s
+        if deadline is not None:
+            wait_until = min(wait_until, deadline)
+        retries, last_err = 0, None
+        try:
+            while True:
+                api_base = (api_base_resolver(endpoint) if api_base_resolver is not None
+                            else None) or endpoint.resolve_api_base()
+                breaker = self.breakers.get(api_base)
+                try:
+                    mode = breaker.acquire(wait_until, slice_s=self.probe_interval_s)
+                except BreakerWaitExpired as exc:
+                    raise unavailable(breaker, str(exc), last_err) from None
+                if mode == "again":
+                    continue  # re-resolve the URL, then wait on (maybe another) breaker
+                probe = mode == "probe"
+                bound = self.timeout_s
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if probe:
+                            breaker.release_probe()
+                        if breaker.is_open:  # the outage, not the episode, is the story
+                            raise unavailable(breaker, breaker.describe(), last_err)
+                        raise out_of_time("episode time budget exhausted", last_err)
+                    bound = min(bound, left)
+                attempts += 1
+                try:
+                    resp = self._attempt(kwargs, api_base, api_key, bound)
+                except (KeyboardInterrupt, SystemExit):
+                    if probe:
+                        breaker.release_probe()  # never leave the breaker without a prober
+                    raise
+                except Exception as err:  # noqa: BLE001 - classified below
+                    last_err = err
+                    if isinstance(err, WallClockTimeout) and bound < self.timeout_s:
+                        if probe:
+                            breaker.release_probe()
+                        if breaker.is_open:
+                            raise unavailable(breaker, breaker.describe(), err) from None
+                        raise out_of_time("episode time budget exhausted during a model call "
+                                          f"({err})", err) from None
+                    if is_connection_failure(err):
+                        if breaker.failure(f"{type(err).__name__}: {err}", probe):
+                            continue  # open: wait for the endpoint, spend no retry
+                    else:
+                        breaker.success(probe)  # it answered, if with an error
+                    if not is_transient(err):
+                        raise failed(err) from None
+                    retries += 1
+                    if retries > self.max_retries:
+                        raise failed(err) from None
+                    delay = self.backoff(retries)
+                    if time.monotonic() + delay - t0 > self.retry_budget_s:
+                        raise failed(err, f" (retry budget {self.retry_budget_s:g} s spent)") \
+                            from None
+                    if deadline is not None and time.monotonic() + delay >= deadline:
+                        raise failed(err, " (no time left before the episode deadline)") \
+                            from None
+                    time.sleep(delay)
+                    continue
+                breaker.success(probe)
+                break
+        except _CallFailed as stop:
+            raise stop.args[0] from stop.args[0].__cause__
         choice = resp.choices[0]
         usage = getattr(resp, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -233,3 +377,23 @@ class LLMClient:
             completion_tokens=ct, latency_s=time.monotonic() - t0,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+
+    def _attempt(self, kwargs: dict[str, Any], api_base: str | None, api_key: str,
+                 bound: float) -> Any:
+        """One request, abandoned (task cancelled, connection closed) after ``bound`` s."""
+        openai_like = kwargs["model"].startswith(("openai/", "hosted_vllm/"))
+
+        def make():
+            extra: dict[str, Any] = {}
+            if openai_like:  # our pooled transport (litellm would cache one per timeout)
+                extra["client"] = openai.AsyncOpenAI(
+                    api_key=api_key, base_url=api_base, max_retries=0,
+                    http_client=aio.http_client())
+            # litellm's own timeout a little later: the wall bound must be what fires
+            return litellm.acompletion(timeout=bound + 1.0, api_base=api_base, api_key=api_key,
+                                       **extra, **kwargs)
+
+        resp = aio.run_bounded(make, bound)
+        if not getattr(resp, "choices", None):
+            raise json.JSONDecodeError("response has no choices", str(resp)[:200], 0)
+        return resp

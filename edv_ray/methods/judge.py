@@ -83,6 +83,7 @@ def check(cfg, section: JudgeConfig) -> None:
 
 
 def run(ctx, section: JudgeConfig) -> None:
+    from edv_ray.methods import steps
     from edv_ray.methods.jobkit import role_binding
     from edv_ray.methods.no_memory import STAGE, run_pool_on_tests
     from edv_ray.runtime.spec import episode_id
@@ -103,7 +104,7 @@ def run(ctx, section: JudgeConfig) -> None:
                                  binding=binding,
                                  episode_ids=ids, retries=section.retries,
                                  timeout_s=cfg.runtime.episode_timeout_s))
-    ctx.runner.run_jobs(jobs, label="judge picks", show_progress=ctx.show_progress)
+    steps.run_jobs(ctx, jobs, "judge picks")
 
 
 def run_judge_job(job_json: str, client) -> dict[str, Any]:

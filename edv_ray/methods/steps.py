@@ -111,3 +111,16 @@ def solve(ctx, *, stage: str, method: str, epoch: int, tasks: dict[str, list],
     plan = {key: [agent] for key, agent in solvers.items()}
     return execute(ctx, stage=stage, method=method, epoch=epoch, plan=plan, tasks=tasks,
                    memory=memory)
+
+
+def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
+    """Run stage jobs; failures (no marker written: resume re-runs them) are shown."""
+    results = ctx.runner.run_jobs(jobs, label=label, show_progress=ctx.show_progress)
+    bad = [r for r in results if r.get("status") == "error"]
+    for r in bad[:3]:
+        first = (r.get("error") or "").strip().splitlines()
+        ctx.console.print(f"[yellow]{label}: {r.get('job_id')} failed: "
+                          f"{first[-1] if first else '?'}[/]")
+    if len(bad) > 3:
+        ctx.console.print(f"[yellow]{label}: {len(bad) - 3} more job(s) failed[/]")
+    return results

@@ -2,12 +2,15 @@
 
 A reader (DuckDB, a resumed run) therefore sees either the whole file or none of it.
 Temp files start with ``.`` so ``read_parquet('**/*.parquet')`` never matches them.
+They are created with ``O_CREAT | O_EXCL`` and mode 0666, so the kernel applies the umask
+and the result has the same mode as any normal file (config.yaml beside it), not
+``mkstemp``'s 0600.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -15,14 +18,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _create_temp(path: Path) -> Path:
+    """A new empty hidden file beside ``path``, mode 0666 & ~umask (like ``open(p, "w")``)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                         0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
     """Write ``table`` to ``path`` atomically, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = _create_temp(path)
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, str(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -12,13 +12,23 @@ Behaviours (``mode``):
            user greets once, then stops.
   nothing  the agent never acts ("cannot help"), the user then stops.
 Faults (``fail_next(kind, n)``): the next n chat requests answer HTTP 500, hang past
-the client timeout (``timeout``) or return a non-JSON body (``garbage``).
+the client timeout (``timeout``), return a non-JSON body (``garbage``), send the headers
+and then one body byte per second for ``trickle_s`` seconds (``trickle``; defeats
+per-read timeouts), or answer HTTP 401 / 404 (``401``, ``404``; not retryable).
+``down(seconds)`` takes the server off the network for a while: it stops listening (new
+connections are refused) and drops kept-alive connections without an answer, then listens
+again on the same port. ``delay_s`` adds latency to every answer.
+``infer_untagged`` serves clients that send no tag (τ²-bench's own agents): the role and
+task are inferred from the user simulator's scenario and a ref its greeting carries.
 Other scripts (EDV stages) can be added with :meth:`ScriptedServer.add_script`.
+Each recorded request carries ``_authorization`` and ``_received_at`` (time.monotonic()).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 import uuid
@@ -32,6 +42,9 @@ def parse_tag(user_field: str | None) -> dict[str, str]:
     parts = (user_field or "").split("|")
     keys = ["edv", "role", "agent", "domain", "task_id", "trial", "episode_id"]
     return dict(zip(keys, parts)) if parts and parts[0] == "edv" else {}
+
+
+_REF = re.compile(r"<<ref:([^/]+)/(.+?)>>")
 
 
 def _tool_names(req: dict[str, Any]) -> set[str]:
@@ -61,6 +74,17 @@ def _call_message(name: str, args: dict[str, Any], native: bool) -> dict[str, An
     return {"role": "assistant", "content": f"<tool_call>\n{body}\n</tool_call>"}
 
 
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return  # the client gave up on a hanging answer: expected in fault tests
+        super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     def __init__(self, tasks: dict[tuple[str, str], Any] | None = None, mode: str = "gold",
                  host: str = "127.0.0.1") -> None:
@@ -69,30 +93,87 @@ class ScriptedServer:
         self.agent_modes: dict[str, str] = {}  # per-agent override of ``mode``
         self.delay_s = 0.0  # added to every chat answer (to make runs slow enough to kill)
         self.scripts: dict[str, Script] = {}
+        # untagged requests (τ²-bench's own agent / user simulator): infer role and task
+        self.infer_untagged = False
         self.requests: list[dict[str, Any]] = []
         self._faults: list[str] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self.hang_s = 30.0
+        self.trickle_s = 60.0  # how long a ``trickle`` answer keeps dripping
+        self.active_trickles = 0  # trickle answers still being written (the client is there)
+        self._down_until = 0.0
+        self._reopen_timer: threading.Timer | None = None
+        self._stopped = False
+        self._listen_lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = self._bind(host, 0)
+        self._host, self._port = self._httpd.server_address[:2]
+        self._thread: threading.Thread | None = None
 
     # ---- control ---------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{self._host}:{self._port}/v1"
+
+    @property
+    def is_down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _bind(self, host: str, port: int) -> ThreadingHTTPServer:
+        return _QuietHTTPServer((host, port), self._handler())
+
+    def _serve(self) -> None:
+        assert self._httpd is not None
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
 
     def start(self) -> "ScriptedServer":
-        self._thread.start()
+        with self._listen_lock:
+            self._serve()
         return self
 
+    def _close_listener(self) -> None:
+        if self._httpd is not None:
+            if self._thread is not None and self._thread.is_alive():
+                self._httpd.shutdown()  # (blocks forever on a server never started)
+            self._httpd.server_close()
+            self._httpd = None
+
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        with self._listen_lock:
+            self._stopped = True
+            if self._reopen_timer is not None:
+                self._reopen_timer.cancel()
+            self._close_listener()
+
+    def down(self, seconds: float) -> None:
+        """Refuse connections for ``seconds`` (stop listening, drop kept-alive connections
+        unanswered), then listen again on the same port. Returns at once."""
+        with self._listen_lock:
+            self._down_until = time.monotonic() + seconds
+            if self._reopen_timer is not None:
+                self._reopen_timer.cancel()
+            self._close_listener()
+            self._reopen_timer = threading.Timer(seconds, self._reopen)
+            self._reopen_timer.daemon = True
+            self._reopen_timer.start()
+
+    def _reopen(self) -> None:
+        with self._listen_lock:
+            if self._stopped or self._httpd is not None:
+                return
+            for _ in range(50):  # the old listener's port may take a moment to free
+                try:
+                    self._httpd = self._bind(self._host, self._port)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                raise RuntimeError(f"could not listen on port {self._port} again")
+            self._down_until = 0.0
+            self._serve()
 
     def fail_next(self, kind: str, n: int) -> None:
-        assert kind in ("500", "timeout", "garbage")
+        assert kind in ("500", "timeout", "garbage", "trickle", "401", "404")
         with self._lock:
             self._faults.extend([kind] * n)
 
@@ -121,10 +202,28 @@ class ScriptedServer:
     def _user(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
         own_turns = sum(1 for m in req["messages"] if m["role"] == "assistant")
         text = "Hi, I need help with my request." if own_turns == 0 else "Thanks. ###STOP###"
+        if own_turns == 0 and tag.get("inferred"):  # lets the untagged agent find its task
+            text += f" <<ref:{tag['domain']}/{tag['task_id']}>>"
         return {"role": "assistant", "content": text}
+
+    def _infer_tag(self, req: dict[str, Any]) -> dict[str, str]:
+        """No tag: a user simulator's system prompt holds its task's scenario; an agent
+        finds the task in the ref its (scripted) user greeted with."""
+        msgs = req.get("messages") or []
+        system = "".join(m.get("content") or "" for m in msgs if m.get("role") == "system")
+        for (domain, task_id), task in self.tasks.items():
+            if task.user_scenario is not None and str(task.user_scenario) in system:
+                return {"role": "user_sim", "domain": domain, "task_id": task_id, "inferred": "1"}
+        for m in msgs:
+            found = _REF.search(m.get("content") or "") if m.get("role") == "user" else None
+            if found:
+                return {"role": "agent", "domain": found[1], "task_id": found[2]}
+        return {}
 
     def respond(self, req: dict[str, Any]) -> dict[str, Any]:
         tag = parse_tag(req.get("user"))
+        if not tag and self.infer_untagged:
+            tag = self._infer_tag(req)
         role = tag.get("role", "")
         if role in self.scripts:
             return self.scripts[role](req, tag)
@@ -151,7 +250,45 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _dropped(self) -> bool:
+                """While the server is down, close kept-alive connections unanswered."""
+                if server.is_down:
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return True
+                return False
+
+            def _trickle(self, body: bytes) -> None:
+                with server._lock:
+                    server.active_trickles += 1
+                try:
+                    n = max(len(body), int(server.trickle_s) + 2)
+                    data = b" " * (n - len(body)) + body  # leading blanks: still valid JSON
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.flush()
+                    end = time.monotonic() + server.trickle_s
+                    for i in range(len(data)):
+                        if time.monotonic() >= end:
+                            break
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(1.0)
+                except OSError:  # the client gave up and closed the connection
+                    pass
+                finally:
+                    self.close_connection = True
+                    with server._lock:
+                        server.active_trickles -= 1
+
             def do_GET(self) -> None:
+                if self._dropped():
+                    return
                 if self.path.rstrip("/").endswith("/models"):
                     body = {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
                     self._send(200, json.dumps(body).encode())
@@ -159,11 +296,14 @@ class ScriptedServer:
                     self._send(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
+                if self._dropped():
+                    return
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, b'{"error": "not found"}')
                 req["_authorization"] = self.headers.get("Authorization", "")
+                req["_received_at"] = time.monotonic()
                 with server._lock:
                     server.requests.append(req)
                     fault = server._faults.pop(0) if server._faults else None
@@ -174,6 +314,9 @@ class ScriptedServer:
                     return self._send(500, b'{"error": {"message": "late"}}')
                 if fault == "garbage":
                     return self._send(200, b"<html>definitely not json")
+                if fault in ("401", "404"):
+                    msg = {"401": "invalid api key", "404": "no such model"}[fault]
+                    return self._send(int(fault), json.dumps({"error": {"message": msg}}).encode())
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 try:
@@ -190,6 +333,8 @@ class ScriptedServer:
                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                               "total_tokens": prompt + completion},
                 }
+                if fault == "trickle":
+                    return self._trickle(json.dumps(body).encode())
                 self._send(200, json.dumps(body).encode())
 
         return Handler

@@ -63,11 +63,59 @@ def check_capacity(where: str, serves: set[str], gpus_per_node: int, nodes: int)
     assert demand <= gpus_per_node * nodes, f"{where}: needs {demand} GPUs, has {gpus_per_node * nodes}"
 
 
-def test_every_yaml_file_parses():
-    files = sorted(CLUSTER.rglob("*.yaml"))
-    assert len(files) >= 6
-    for path in files:
-        assert load_all(path), f"{path} is empty"
+# what each manifest must hold: Kubernetes kinds per file, or top-level keys of a mapping
+EXPECTED_DOCS = {
+    "configs/paper-pool.yaml": {"run_id", "output_dir", "models", "agents", "benchmark"},
+    "kuberay/raycluster.yaml": ["RayCluster"],
+    "kuberay/rayjob.yaml": ["RayJob"],
+    "kuberay/storage.yaml": ["PersistentVolumeClaim", "PersistentVolumeClaim", "Job"],
+    "launcher/aws-gpu.yaml": {"cluster_name", "provider", "docker", "available_node_types"},
+    "runtime_env.yaml": {"working_dir", "excludes", "env_vars"},
+}
+HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+
+
+def k8s_containers(doc: dict) -> list[dict]:
+    """Every container of every pod template in a Kubernetes document."""
+    if doc["kind"] in ("RayCluster", "RayJob"):
+        spec = doc["spec"] if doc["kind"] == "RayCluster" else doc["spec"]["rayClusterSpec"]
+        return [c for pod in pod_specs(spec) for c in pod["containers"]]
+    if doc["kind"] == "Job":
+        return doc["spec"]["template"]["spec"]["containers"]
+    return []
+
+
+def test_every_yaml_file_parses_into_the_expected_documents():
+    files = {str(p.relative_to(CLUSTER)): p for p in sorted(CLUSTER.rglob("*.yaml"))}
+    assert set(files) == set(EXPECTED_DOCS)
+    for name, expected in EXPECTED_DOCS.items():
+        docs = load_all(files[name])
+        if isinstance(expected, set):
+            assert len(docs) == 1 and isinstance(docs[0], dict), name
+            assert expected <= set(docs[0]), (name, expected - set(docs[0]))
+            continue
+        assert [d.get("kind") for d in docs] == expected, name
+        for doc in docs:
+            assert doc["apiVersion"] in ("v1", "batch/v1", "ray.io/v1"), (name, doc["apiVersion"])
+            assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", doc["metadata"]["name"]), name
+            for c in k8s_containers(doc):
+                assert IMAGE_RE.match(c["image"]), (name, c["image"])
+                req = c["resources"]["requests"]
+                assert float(req["cpu"]) > 0 and re.fullmatch(r"\d+[GT]i", req["memory"]), \
+                    (name, c["name"], req)
+                if "limits" in c["resources"]:
+                    assert c["resources"]["limits"] == req, (name, c["name"])
+
+
+def test_ray_heads_expose_the_ray_ports_and_workers_run_the_same_image():
+    for kind, spec in cluster_specs():
+        pods = pod_specs(spec)
+        head = pods[0]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in head["ports"]}
+        assert ports == HEAD_PORTS, (kind, ports)
+        assert spec["headGroupSpec"]["rayStartParams"]["dashboard-host"] == "0.0.0.0"
+        images = {c["image"] for pod in pods for c in pod["containers"]}
+        assert len(images) == 1, (kind, images)  # one image for head and workers
 
 
 def test_the_example_config_is_a_valid_cluster_run():

@@ -30,13 +30,19 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     rows = con.execute("SELECT agent, task_id, status, reward, success, termination, "
                        "num_messages, messages_json FROM episodes").fetchall()
     assert len(rows) == 10  # 5 tasks × 2 agents (native + text tool strategies)
+    tasks = {t.id: t for t in tau2_tasks(domain)}
     for agent, task_id, status, reward, success, term, n, msgs in rows:
         assert status == "ok", (agent, task_id)
         assert reward == 1.0 and success, (agent, task_id, reward)
         assert term == "user_stop"
-        tool_calls = [m for m in json.loads(msgs) if m.get("tool_calls")]
-        assert n == len(json.loads(msgs)) and n > 2
-        assert tool_calls or task_id  # gold tasks with actions call tools
+        messages = json.loads(msgs)
+        assert n == len(messages) and n > 2
+        # the agent called exactly the task's gold actions, in order (both strategies)
+        gold = [a.name for a in tasks[task_id].evaluation_criteria.actions or []
+                if a.requestor == "assistant"]
+        called = [tc["name"] for m in messages if m.get("role") == "assistant"
+                  for tc in m.get("tool_calls") or []]
+        assert called == gold, (agent, task_id)
     # the Ability Matrix was computed from these rows
     matrix = con.execute("SELECT agent, attempts, successes, score FROM ability_matrix "
                          "ORDER BY agent").fetchall()

@@ -11,12 +11,51 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+import psutil
 import pytest
 import yaml
 
 from edv_ray.results.views import connect
 from edv_ray.serving.process_server import free_port
 from edv_ray.testing.helpers import scripted_config
+
+
+def _own_ray_processes(head: subprocess.Popen, temp: str) -> list[psutil.Process]:
+    """The head's process tree, plus any of our processes that name our private temp dir
+    (a Ray process re-parented away from the tree). Never anyone else's."""
+    procs: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(head.pid)
+        procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
+    except psutil.NoSuchProcess:
+        pass
+    me = os.getuid()
+    for p in psutil.process_iter(["pid", "uids", "cmdline"]):
+        try:
+            if p.info["uids"].real == me and any(temp in a for a in p.info["cmdline"] or []):
+                procs.setdefault(p.pid, p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, TypeError):
+            continue
+    procs.pop(os.getpid(), None)
+    return list(procs.values())
+
+
+def _stop(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """SIGTERM, then SIGKILL what is left; returns what survived both."""
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=20)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=10)
+    return alive
 
 
 @pytest.fixture
@@ -26,7 +65,9 @@ def ray_head():
     dash = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "WANDB_MODE": "disabled"}
-    cmd = [str(bin_dir / "ray"), "start", "--head", "--port", str(free_port()),
+    # --block keeps `ray start` in the foreground as the parent of every Ray process it
+    # starts, so teardown can stop exactly this head's processes by pid
+    cmd = [str(bin_dir / "ray"), "start", "--head", "--block", "--port", str(free_port()),
            "--node-ip-address", "127.0.0.1", "--include-dashboard", "true",
            "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
            "--num-cpus", "2", "--temp-dir", temp, "--disable-usage-stats",
@@ -35,11 +76,34 @@ def ray_head():
            "--dashboard-agent-grpc-port", str(free_port()),
            "--runtime-env-agent-port", str(free_port()),
            "--metrics-export-port", str(free_port())]
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=180)
-    yield f"http://127.0.0.1:{dash}", env
-    subprocess.run(["pkill", "-f", temp], check=False)
-    time.sleep(1)
-    shutil.rmtree(temp, ignore_errors=True)
+    log = open(Path(temp) / "ray-start.log", "w")
+    head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        end = time.monotonic() + 180
+        while True:
+            assert head.poll() is None, (Path(temp) / "ray-start.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{address}/api/version", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < end, "the Ray head did not come up in 180 s"
+            time.sleep(1)
+        yield address, env
+    finally:
+        procs = _own_ray_processes(head, temp)
+        names = set()
+        for p in procs:
+            try:
+                names.add(p.name())
+            except psutil.NoSuchProcess:
+                pass
+        survivors = _stop(procs)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+        assert not survivors, [p.pid for p in survivors]
+        assert "gcs_server" in names  # found (and so stopped) the head's GCS, not leaked it
 
 
 def test_submit_a_run_through_ray_jobs(server, tmp_path, ray_head):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -11,6 +13,21 @@ from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
 from edv_ray.results.views import connect
 
 pytestmark = pytest.mark.slow
+
+
+def regrade(domain: str, task_id: str, termination: str, messages_json: str, solo: bool) -> float:
+    """Grade a stored episode again with τ²-bench's own evaluator (offline, EvaluationType.ALL)."""
+    from tau2.data_model.simulation import SimulationRun
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
+    from edv_ray.envs.tau2.tasks import task_by_id
+
+    sim = SimulationRun(id="regrade", task_id=task_id, timestamp="", start_time="", end_time="",
+                        duration=0.0, termination_reason=termination,
+                        messages=json.loads(messages_json))
+    return evaluate_simulation(simulation=sim, task=task_by_id(domain, task_id),
+                               evaluation_type=EvaluationType.ALL, solo_mode=solo,
+                               domain=domain).reward
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +85,12 @@ def test_edv_run_on_the_embedded_pool(tmp_path, ray_session):
     path.write_text(yaml.safe_dump(cfg))
     assert main(["run", str(path), "--no-progress"]) == 0
     con = connect(tmp_path / "smoke")
-    status, reward, calls, pt = con.execute(
-        "SELECT status, reward, llm_calls, agent_prompt_tokens FROM episodes").fetchone()
-    assert status == "ok" and reward in (0.0, 1.0) and calls >= 1 and pt > 100
+    status, reward, success, calls, pt, domain, task_id, term, msgs, solo = con.execute(
+        "SELECT status, reward, success, llm_calls, agent_prompt_tokens, domain, task_id, "
+        "termination, messages_json, solo FROM episodes").fetchone()
+    assert status == "ok" and calls >= 1 and pt > 100
+    # the stored reward is what τ²-bench's evaluator gives the stored conversation
+    assert reward == pytest.approx(regrade(domain, task_id, term, msgs, solo))
+    assert success == (reward >= 1.0 - 1e-6)
     assert (tmp_path / "smoke" / "report" / "pass_at_1.csv").exists()
     assert main(["report", str(tmp_path / "smoke")]) == 0

@@ -93,8 +93,7 @@ def _stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, ep
                 max_items=rb.max_items, retries=rb.retries,
                 extract_temperature=rb.extract_temperature, contrast=rb.matts == "parallel",
                 timeout_s=cfg.runtime.episode_timeout_s))
-        results = ctx.runner.run_jobs(jobs, label=f"rb learn {i}/{len(ordered)}",
-                                      show_progress=False)
+        results = steps.run_jobs(ctx, jobs, f"rb learn {i}/{len(ordered)}")
         bad = [r["job_id"] for r in results if r.get("status") != "ok"]
         if bad:
             ctx.unfinished.extend(bad)

@@ -1,0 +1,47 @@
+"""Atomic Parquet writes: whole files only, and the same mode as any normal file."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pyarrow as pa
+import pytest
+
+from edv_ray.results.parquet_io import read_rows, write_rows_atomic, write_table_atomic
+
+SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_write_has_the_mode_of_a_normal_file(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        path = write_rows_atomic([{"a": 1, "b": "x"}], tmp_path / "sub" / "t.parquet", SCHEMA)
+        normal = tmp_path / "config.yaml"
+        normal.write_text("x: 1\n")
+    finally:
+        os.umask(old)
+    assert _mode(path) == 0o666 & ~umask
+    assert _mode(path) == _mode(normal)
+
+
+def test_rewrite_is_atomic_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA)
+    write_rows_atomic([{"a": 2, "b": "y"}, {"a": 3, "b": None}], path, SCHEMA)
+    assert read_rows(path) == [{"a": 2, "b": "y"}, {"a": 3, "b": None}]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temp(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA)
+    with pytest.raises((TypeError, AttributeError)):
+        write_table_atomic("not a table", path)  # fails inside the write, after the temp
+    assert read_rows(path) == [{"a": 1, "b": "x"}]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
