@@ -57,15 +57,13 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 160)  # no cut columns in logs
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # one line per error, never wrapped
     try:
         if args.cmd == "report":
-            from edv_ray.report.tables import report
-
             run_dir = Path(args.run_dir)
             if not (run_dir / "episodes").is_dir():
                 raise ConfigError(f"{run_dir} has no episodes/ folder: not a run folder")
-            report(run_dir, console=console)
+            _report(run_dir, console)
             return 0
         if args.cmd == "compare":
             return _compare(args, console)
@@ -89,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.config and args.resume:
             raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
         cfg, run_id, run_dir = pipeline.prepare(args.config, args.resume)
-        pipeline.execute(cfg, run_id, run_dir, console=console, show_progress=not args.no_progress)
+        result = pipeline.execute(cfg, run_id, run_dir, console=console,
+                                  show_progress=not args.no_progress)
         console.print(f"run folder: {run_dir}")
-        return 0
+        return 0 if result.complete else 4
     except ConfigError as e:
         err.print(f"[red]error:[/] {e}")
         return 2
@@ -108,6 +107,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted: resume with `edv run --resume RUN_DIR`")
         return 130
+
+
+def _report(run_dir: Path, console) -> None:
+    """The run's tables; a damaged Parquet file is named, not a DuckDB traceback."""
+    import duckdb
+
+    from edv_ray.config import ConfigError
+    from edv_ray.report.tables import report
+    from edv_ray.results.integrity import find_damaged
+
+    try:
+        report(run_dir, console=console)
+    except duckdb.Error:
+        bad = find_damaged(run_dir)
+        if not bad:
+            raise
+        raise ConfigError(f"damaged Parquet file(s) in {run_dir}: "
+                          + ", ".join(str(f) for f in bad[:5])
+                          + f" — `edv run --resume {run_dir}` re-runs damaged episodes") from None
 
 
 def _compare(args, console) -> int:

@@ -368,7 +368,9 @@ def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if path.resolve() in seen:
         raise ConfigError(f"config {path}: `extends` cycle")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config {path} is not valid YAML: {err}") from None
     if not isinstance(data, dict):

@@ -11,6 +11,7 @@ come from :mod:`edv_ray.methods.registry`, benchmarks from :mod:`edv_ray.envs.pr
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,7 +83,33 @@ def validate(cfg: RunConfig) -> dict[str, list]:
                 "but roles.user_simulator is not set")
     check_prompt_budgets(cfg, env, list(tasks))
     check_models(cfg)
+    if cfg.runtime.ray_address:
+        from edv_ray.runtime.ray_setup import check_reachable
+
+        check_reachable(cfg.runtime.ray_address)
     return tasks
+
+
+@dataclass
+class RunResult:
+    tables: dict
+    errors: int  # episodes whose latest attempt is an infrastructure error
+    unfinished: list[str]  # stage steps a method left for --resume
+
+    @property
+    def complete(self) -> bool:
+        return self.errors == 0 and not self.unfinished
+
+
+def check_output_dir(path: Path) -> None:
+    """The run folder can be made and written: one clear error otherwise (before Ray)."""
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"output folder {path}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"output folder {path}: {probe} is not writable")
 
 
 def prepare(config_path: str | None, resume_dir: str | None) -> tuple[RunConfig, str, Path]:
@@ -110,7 +137,37 @@ def default_config() -> RunConfig:
 
 
 def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None = None,
-            show_progress: bool = True) -> dict:
+            show_progress: bool = True) -> RunResult:
+    """Validate, lock the run folder (one writer), run, report. See :class:`RunResult`."""
+    from edv_ray.results.run_lock import RunLock, RunLockedError
+
+    console = console or Console()
+    validate(cfg)
+    check_output_dir(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = RunLock(run_dir).acquire()
+    except RunLockedError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        return _execute_locked(cfg, run_id, run_dir, console, show_progress)
+    finally:
+        lock.release()
+
+
+def _set_aside_damaged(run_dir: Path, console: Console) -> None:
+    from edv_ray.results.integrity import set_aside
+
+    moved, other = set_aside(run_dir)
+    for f in moved:
+        console.print(f"[yellow]damaged file set aside (its episode runs again): {f}[/]")
+    if other:
+        raise ConfigError(f"damaged Parquet file(s) in {run_dir}: "
+                          + ", ".join(str(f) for f in other[:5]))
+
+
+def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console,
+                    show_progress: bool) -> RunResult:
     from edv_ray.envs.protocol import get_env
     from edv_ray.methods.registry import get_method
     from edv_ray.report.tables import report
@@ -120,9 +177,9 @@ def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None 
     from edv_ray.runtime.ray_setup import init_ray
     from edv_ray.runtime.servers import launch_servers
 
-    console = console or Console()
-    validate(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    from edv_ray.results.views import connect
+
+    _set_aside_damaged(run_dir, console)
     dump_config(cfg, run_dir / "config.yaml")
     store = RunStore(run_dir)
     store.write_pool([
@@ -147,4 +204,11 @@ def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None 
         pool.stop()
     tables = report(run_dir, console=console)
     tracker.finish(tables)
-    return tables
+    errors = connect(run_dir).execute(
+        "SELECT count(*) FROM episodes WHERE status = 'error'").fetchone()[0]
+    result = RunResult(tables, errors, list(ctx.unfinished))
+    if not result.complete:
+        console.print(f"[yellow]incomplete: {errors} episode(s) ended as infrastructure errors, "
+                      f"{len(result.unfinished)} stage step(s) unfinished — continue with "
+                      f"`edv run --resume {run_dir}`[/]")
+    return result

@@ -43,5 +43,6 @@ def server(scripted):
     scripted.delay_s = 0.0
     scripted.clear_faults()
     scripted.scripts.clear()
+    scripted.required_key = None
     scripted.requests.clear()
     return scripted

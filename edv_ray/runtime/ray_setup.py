@@ -4,7 +4,24 @@ from __future__ import annotations
 
 import os
 
-from edv_ray.config import RuntimeConfig
+from edv_ray.config import ConfigError, RuntimeConfig
+
+
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """A ``host:port`` / ``ray://host:port`` address must accept a TCP connection within
+    seconds (Ray itself retries for ~35 s before failing); ``auto`` is left to Ray."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"ray_address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ConfigError(f"ray_address {address}: nothing answers there ({err})") from None
 
 
 def init_ray(rt: RuntimeConfig) -> None:
@@ -17,7 +34,11 @@ def init_ray(rt: RuntimeConfig) -> None:
                         logging_level="WARNING", log_to_driver=True)
     address = rt.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, **kwargs)
+        check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError) as err:
+            raise ConfigError(f"cannot join the Ray cluster at {address}: {err}") from None
     else:  # a private local Ray on loopback (never silently joins another cluster)
         ray.init(address="local", num_cpus=rt.num_cpus or max(2, os.cpu_count() or 2),
                  _node_ip_address="127.0.0.1", **kwargs)

@@ -55,12 +55,29 @@ def check_models(cfg: RunConfig) -> None:
             if mc.api_key_env and mc.api_key_env not in os.environ:
                 raise ConfigError(f"model {name!r}: environment variable {mc.api_key_env} is not set")
             if mc.api_base:
-                try:
-                    httpx.get(mc.api_base.rstrip("/") + "/models", timeout=5.0)
-                except httpx.HTTPError as err:
-                    raise ConfigError(
-                        f"model {name!r}: endpoint {mc.api_base} is unreachable ({type(err).__name__})"
-                    ) from None
+                check_endpoint(name, mc)
+
+
+def check_endpoint(name: str, mc: ModelConfig) -> None:
+    """``GET /models`` with the model's key: unreachable, 401/403 (key refused) and 404
+    (no OpenAI-compatible API there) are clear errors naming the model."""
+    headers = {}
+    if mc.api_key_env:
+        headers["Authorization"] = f"Bearer {os.environ[mc.api_key_env]}"
+    url = (mc.api_base or "").rstrip("/") + "/models"
+    try:
+        resp = httpx.get(url, headers=headers, timeout=5.0)
+    except httpx.HTTPError as err:
+        raise ConfigError(
+            f"model {name!r}: endpoint {mc.api_base} is unreachable ({type(err).__name__})") from None
+    if resp.status_code in (401, 403):
+        raise ConfigError(f"model {name!r}: endpoint {mc.api_base} refused the key "
+                          f"(HTTP {resp.status_code}); check {mc.api_key_env or 'api_key_env'}")
+    if resp.status_code == 404:
+        raise ConfigError(f"model {name!r}: {url} answered 404: api_base must point at an "
+                          "OpenAI-compatible API (usually ending in /v1)")
+    if resp.status_code >= 400:
+        raise ConfigError(f"model {name!r}: {url} answered HTTP {resp.status_code}")
 
 
 @dataclass

@@ -99,6 +99,7 @@ class ScriptedServer:
         self._faults: list[str] = []
         self._lock = threading.Lock()
         self.hang_s = 30.0
+        self.required_key: str | None = None  # set: requests without this key get 401
         self.trickle_s = 60.0  # how long a ``trickle`` answer keeps dripping
         self.active_trickles = 0  # trickle answers still being written (the client is there)
         self._down_until = 0.0
@@ -239,6 +240,9 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: without TCP_NODELAY, Nagle + delayed
+            # ACK hold every answer ~40 ms (real servers set it; uvicorn does)
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:  # quiet
                 pass
@@ -286,8 +290,16 @@ class ScriptedServer:
                     with server._lock:
                         server.active_trickles -= 1
 
+            def _refused(self) -> bool:
+                """``required_key`` set: a request without that bearer key gets 401."""
+                if server.required_key and self.headers.get(
+                        "Authorization", "") != f"Bearer {server.required_key}":
+                    self._send(401, b'{"error": {"message": "invalid api key"}}')
+                    return True
+                return False
+
             def do_GET(self) -> None:
-                if self._dropped():
+                if self._dropped() or self._refused():
                     return
                 if self.path.rstrip("/").endswith("/models"):
                     body = {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
@@ -296,7 +308,7 @@ class ScriptedServer:
                     self._send(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
-                if self._dropped():
+                if self._dropped() or self._refused():
                     return
                 length = int(self.headers.get("Content-Length", 0))
                 req = json.loads(self.rfile.read(length) or b"{}")
