@@ -7,6 +7,9 @@
   edv validate CONFIG.yaml     check a config (and its models/endpoints) without running
   edv submit CONFIG --address http://HEAD:8265
                                run on a Ray cluster through Ray Jobs
+  edv audit RUN_DIR --model-endpoint URL --model NAME [--sample 20]
+                               LLM rubric over a sample of each method's memory, plus a
+                               CSV sheet for human raters (edv audit-import RUN_DIR FILE.csv)
   edv compare RUN_DIR... | SWEEP_DIR [--out DIR]
                                methods × domains with intervals, tokens vs ReasoningBank,
                                heterogeneity and curves over many runs (Markdown/CSV/PNG)
@@ -47,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
+    from edv_ray.report.memory_audit import add_parsers
+
+    add_parsers(sub)  # edv audit RUN_DIR ... / edv audit-import RUN_DIR FILE.csv
     return p
 
 
@@ -67,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "compare":
             return _compare(args, console)
+        if args.cmd in ("audit", "audit-import"):
+            from edv_ray.report.memory_audit import run_cli
+
+            return run_cli(args, console)
         if args.cmd == "submit":
             from edv_ray.runtime.submit import submit_run
 

@@ -190,7 +190,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
     pool = launch_servers(cfg, run_dir)
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
-    runner, tracker = None, Tracker(cfg, run_id, run_dir)
+    runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
         runner = EpisodeRunner(cfg, str(run_dir))
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
@@ -198,6 +198,9 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
         for name in cfg.method_names():
             console.print(f"[bold]method[/] {name}")
             get_method(name).run(ctx, cfg.section(name))
+    except BaseException:
+        tracker.abort()
+        raise
     finally:
         if runner is not None:
             runner.shutdown()

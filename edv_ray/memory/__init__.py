@@ -1,10 +1,12 @@
 """Memory layer: experience records, offline embeddings, shared/private banks, retrieval.
 
-Pure Python (numpy, pyarrow, pydantic, sentence-transformers); no Ray, no tau2.
+Pure Python (numpy, pyarrow, pydantic, sentence-transformers; faiss-cpu optional for
+large banks); no Ray, no tau2.
 """
 
 from edv_ray.memory.bank import AddResult, MemoryBank, partition_path
 from edv_ray.memory.embeddings import Embedder, EmbeddingModelMissing
+from edv_ray.memory.index import DEFAULT_ANN_THRESHOLD, PartitionIndex
 from edv_ray.memory.records import (
     BANK_SCHEMA,
     Experience,
@@ -16,6 +18,7 @@ from edv_ray.memory.retrieval import DEFAULT_K, DEFAULT_TAU, Retrieved, retrieve
 
 __all__ = [
     "BANK_SCHEMA",
+    "DEFAULT_ANN_THRESHOLD",
     "DEFAULT_K",
     "DEFAULT_TAU",
     "AddResult",
@@ -24,6 +27,7 @@ __all__ = [
     "Experience",
     "MemoryBank",
     "MemoryItem",
+    "PartitionIndex",
     "Retrieved",
     "Vote",
     "make_item_id",

@@ -17,20 +17,23 @@ Each file also carries its own ``bank``/``owner`` columns with the schema
 Writes go through :mod:`edv_ray.results.parquet_io` (temp file, then rename).
 
 A ``MemoryBank`` is a single-writer object (the driver owns it); an internal lock only
-guards against accidental concurrent use from threads.
+guards against accidental concurrent use from threads. Each partition keeps its vectors
+in an :class:`~edv_ray.memory.index.PartitionIndex` (exact search when small, a faiss IVF
+index above ``ann_threshold`` items), which is rebuilt from the embeddings on load.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from edv_ray.memory.embeddings import Embedder, l2_normalise
+from edv_ray.memory.index import ANY_DOMAIN, DEFAULT_ANN_THRESHOLD, PartitionIndex
 from edv_ray.memory.records import BANK_SCHEMA, MemoryItem, merge_items
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
@@ -57,30 +60,28 @@ class AddResult:
 
 
 class _Partition:
-    """Items of one (bank, owner) plus a growable matrix of their unit embeddings."""
+    """Items of one (bank, owner) plus their unit embeddings in a searchable index."""
 
-    def __init__(self) -> None:
+    def __init__(self, ann_threshold: int = DEFAULT_ANN_THRESHOLD) -> None:
         self.items: list[MemoryItem] = []
-        self._vecs: np.ndarray | None = None
+        self.index = PartitionIndex(ann_threshold=ann_threshold)
         self.by_exact: dict[tuple[str | None, str], int] = {}
 
     @property
     def matrix(self) -> np.ndarray:
-        if self._vecs is None:
+        if not self.items:
             return np.zeros((0, 0), dtype=np.float32)
-        return self._vecs[: len(self.items)]
+        return self.index.matrix
 
     def append(self, item: MemoryItem, vec: np.ndarray) -> None:
-        n = len(self.items)
-        if self._vecs is None:
-            self._vecs = np.zeros((16, vec.shape[0]), dtype=np.float32)
-        elif n == self._vecs.shape[0]:
-            grown = np.zeros((2 * n, self._vecs.shape[1]), dtype=np.float32)
-            grown[:n] = self._vecs
-            self._vecs = grown
-        self._vecs[n] = vec
+        n = self.index.add(vec, item.item_id, item.domain, item.source_task_ids)
         self.items.append(item)
         self.by_exact.setdefault((item.domain, item.exact_key), n)
+
+    def replace(self, idx: int, item: MemoryItem) -> None:
+        """Item ``idx`` absorbed another: same text and embedding, more source tasks."""
+        self.items[idx] = item
+        self.index.add_tasks(idx, item.source_task_ids)
 
 
 class MemoryBank:
@@ -92,12 +93,14 @@ class MemoryBank:
         *,
         dedup_threshold: float = DEFAULT_DEDUP_THRESHOLD,
         embedder: Embedder | None = None,
+        ann_threshold: int = DEFAULT_ANN_THRESHOLD,
     ) -> None:
         if not 0.0 < dedup_threshold <= 1.0:
             raise ValueError("dedup_threshold must be in (0, 1]")
         self.root = Path(root) if root is not None else None
         self.dedup_threshold = dedup_threshold
         self._embedder = embedder
+        self.ann_threshold = ann_threshold  # partitions this large search an ANN index
         self._parts: dict[PartitionKey, _Partition] = {}
         self._where: dict[str, tuple[PartitionKey, int]] = {}  # item id or absorbed id
         self._dirty: set[PartitionKey] = set()
@@ -112,9 +115,16 @@ class MemoryBank:
         *,
         dedup_threshold: float = DEFAULT_DEDUP_THRESHOLD,
         embedder: Embedder | None = None,
+        ann_threshold: int = DEFAULT_ANN_THRESHOLD,
     ) -> MemoryBank:
-        """Read every partition under ``root`` (an empty bank when there is none)."""
-        bank = cls(root, dedup_threshold=dedup_threshold, embedder=embedder)
+        """Read every partition under ``root`` (an empty bank when there is none).
+
+        Search indexes are rebuilt from the stored embeddings (the ANN index lazily, on
+        the first search of a partition above ``ann_threshold``).
+        """
+        bank = cls(
+            root, dedup_threshold=dedup_threshold, embedder=embedder, ann_threshold=ann_threshold
+        )
         for path in sorted(Path(root).glob(f"bank=*/owner=*/{ITEMS_FILE}")):
             for row in read_rows(path):
                 item = MemoryItem.from_row(row)
@@ -189,7 +199,7 @@ class MemoryBank:
                 else:
                     part = self._parts[key]
                     kept = merge_items(part.items[hit], item)
-                    part.items[hit] = kept
+                    part.replace(hit, kept)
                     for absorbed in [item.item_id, *item.merged_item_ids]:
                         self._where.setdefault(absorbed, (key, hit))
                     result.merged.append((item.item_id, kept.item_id))
@@ -212,7 +222,9 @@ class MemoryBank:
     def _insert(self, item: MemoryItem, vec: np.ndarray) -> None:
         item = item.model_copy(update={"embedding": vec.tolist()})
         key = (item.bank, item.owner)
-        part = self._parts.setdefault(key, _Partition())
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = _Partition(self.ann_threshold)
         part.append(item, vec)
         idx = len(part.items) - 1
         for item_id in [item.item_id, *item.merged_item_ids]:
@@ -225,13 +237,9 @@ class MemoryBank:
         exact = part.by_exact.get((item.domain, item.exact_key))
         if exact is not None:
             return exact
-        scores = part.matrix @ vec
-        same_domain = np.fromiter(
-            (it.domain == item.domain for it in part.items), dtype=bool, count=len(part.items)
-        )
-        scores = np.where(same_domain, scores, -np.inf)
-        best = int(np.argmax(scores))
-        return best if scores[best] >= self.dedup_threshold else None
+        # nearest item of the same domain (domain None matches only domain None)
+        hits = part.index.search(vec, 1, tau=self.dedup_threshold, domain=item.domain)
+        return hits[0][0] if hits else None
 
     # ------------------------------------------------------------------ reads
     def partition(self, bank: str, owner: str | None = None) -> tuple[list[MemoryItem], np.ndarray]:
@@ -241,6 +249,35 @@ class MemoryBank:
             if part is None:
                 return [], np.zeros((0, self._dim or 0), dtype=np.float32)
             return list(part.items), part.matrix.copy()
+
+    def search(
+        self,
+        bank: str,
+        owner: str | None,
+        query: np.ndarray,
+        k: int,
+        *,
+        tau: float = -np.inf,
+        exclude_task_ids: Collection[str] = (),
+        domain: str | None = None,
+    ) -> list[tuple[MemoryItem, float]]:
+        """The ``k`` best (item, cosine) of one partition, filters applied inside the search.
+
+        ``domain=None`` means any domain; items from a task in ``exclude_task_ids`` are
+        never returned; scores below ``tau`` are dropped; ties break on ``item_id``.
+        """
+        with self._lock:
+            part = self._parts.get((bank, owner if bank == "private" else None))
+            if part is None or not part.items:
+                return []
+            hits = part.index.search(
+                query,
+                k,
+                tau=tau,
+                exclude_task_ids=exclude_task_ids,
+                domain=ANY_DOMAIN if domain is None else domain,
+            )
+            return [(part.items[row], score) for row, score in hits]
 
     def items(self, bank: str | None = None, owner: str | None = None) -> list[MemoryItem]:
         """All items, optionally of one bank and (private) owner."""

@@ -1,12 +1,11 @@
 """Stage-2 retrieval: top-k from the shared bank, filled from the solver's private bank.
 
-Search is exact (one matrix-vector product per bank partition). Below ~100k items that
-is ~10 ms and needs no index to build, persist or keep in sync. For larger banks an ANN
-index (hnswlib HNSW, or faiss IVF-Flat when deletes/memory-mapping matter) would plug in
-at :func:`_top_k` — one index per (bank, owner) partition. Its filters must be applied
-*inside* the search (hnswlib ``filter=`` callable, faiss ``IDSelector``), or the search
-over-fetched until k allowed items are found, so that excluded items never crowd out
-the allowed ones.
+Each (bank, owner) partition searches through its
+:class:`~edv_ray.memory.index.PartitionIndex`: exact numpy search below
+``MemoryBank.ann_threshold`` items (default 20k, ~1 ms), a faiss IVF index above it. The
+domain and leave-one-task-out filters are applied *inside* the search (precomputed
+bitmaps and per-task row lists; a faiss ``IDSelectorBitmap`` on the ANN path), so
+excluded items never crowd out the allowed ones.
 """
 
 from __future__ import annotations
@@ -91,31 +90,5 @@ def _search(
     excluded: frozenset[str],
     domain: str | None,
 ) -> list[Retrieved]:
-    items, matrix = bank.partition(which, owner)
-    if not items:
-        return []
-    allowed = np.fromiter(
-        (_allowed(it, excluded, domain) for it in items), dtype=bool, count=len(items)
-    )
-    scores = matrix @ query
-    mask = allowed & (scores >= tau)
-    return [Retrieved(items[i], float(scores[i]), which) for i in _top_k(scores, mask, items, k)]
-
-
-def _allowed(item: MemoryItem, excluded: frozenset[str], domain: str | None) -> bool:
-    if domain is not None and item.domain != domain:
-        return False
-    return not excluded.intersection(item.source_task_ids)
-
-
-def _top_k(scores: np.ndarray, mask: np.ndarray, items: list[MemoryItem], k: int) -> list[int]:
-    """Indices of the k best allowed scores, best first (ties: smaller item_id first)."""
-    if k <= 0:
-        return []
-    idx = np.flatnonzero(mask)
-    if idx.size > k:
-        # keep everything tied with the k-th score so the tie-break below is exact
-        kth = np.partition(scores[idx], idx.size - k)[idx.size - k]
-        idx = idx[scores[idx] >= kth]
-    ranked = sorted(idx.tolist(), key=lambda i: (-float(scores[i]), items[i].item_id))
-    return ranked[:k]
+    hits = bank.search(which, owner, query, k, tau=tau, exclude_task_ids=excluded, domain=domain)
+    return [Retrieved(item, score, which) for item, score in hits]

@@ -123,4 +123,5 @@ def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
                           f"{first[-1] if first else '?'}[/]")
     if len(bad) > 3:
         ctx.console.print(f"[yellow]{label}: {len(bad) - 3} more job(s) failed[/]")
+    ctx.tracker.stage_done(ctx, label)
     return results

@@ -1,0 +1,428 @@
+"""Memory-quality audit: an LLM rubric over a seeded sample of each method's bank items,
+a rating sheet for people, their scores imported back, and a summary with agreement.
+
+Items: EDV's shared and private banks (``RUN_DIR/memory``, :class:`MemoryBank`) and
+ReasoningBank's entries (``RUN_DIR/rb/bank``; item id ``<entry_id>:<index>``, as
+retrieval names them). Grounding context: the item's source task (what the agent saw:
+the RB entry's query, else the source episodes' ``observed_text``) and its source
+trajectories (EDV: the distiller's supporting episodes; RB: the entry's episodes), read
+from the run's episode Parquet.
+
+The judge answers a strict JSON rubric (:class:`RubricAnswer`: groundedness,
+actionability, specificity, noise_hallucination, potential_harm — integers 0–5, each
+with a rationale), retried; an answer that stays malformed (or a call that fails) is
+stored with ``parse_ok = false`` and no score, never a default one. Prompt:
+``edv_ray/report/prompts/memory_audit.v1.md``.
+
+Files under ``RUN_DIR/audit/``: ``memory_audit.parquet`` (LLM scores), ``audit_calls.parquet``
+(its model calls), ``human_rating_sheet.csv`` (the same sample, score columns empty),
+``human_scores.parquet`` (imported ratings, one row per rater × item), ``summary.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import random
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from edv_ray.config import Sampling
+from edv_ray.llm.client import (
+    CallContext,
+    CallLedger,
+    Endpoint,
+    LLMCallError,
+    LLMClient,
+)
+from edv_ray.prompts import fence, render_prompt
+from edv_ray.results.parquet_io import read_rows, write_rows_atomic
+
+PROMPT = "memory_audit.v1"
+CRITERIA = ("groundedness", "actionability", "specificity", "noise_hallucination", "potential_harm")
+HIGHER_IS_BETTER = {"groundedness": True, "actionability": True, "specificity": True,
+                    "noise_hallucination": False, "potential_harm": False}
+SHEET_COLUMNS = ("item_id", "method", "bank", "text", "source_task", *CRITERIA, "comment")
+MAX_TRAJECTORIES, TRAJECTORY_CHARS, TURN_CHARS = 3, 4000, 400
+
+
+class Score(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    score: StrictInt = Field(ge=0, le=5)
+    rationale: str = Field(min_length=1, max_length=2000)
+
+
+class RubricAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    groundedness: Score
+    actionability: Score
+    specificity: Score
+    noise_hallucination: Score
+    potential_harm: Score
+
+
+@dataclass
+class AuditItem:
+    item_id: str
+    method: str
+    bank: str  # shared | private | rb
+    owner: str | None
+    domain: str | None
+    text: str
+    task_ids: list[str]
+    episode_ids: list[str]
+    task_text: str = ""
+    trajectories: list[dict] = field(default_factory=list)
+
+
+_S, _I = pa.string(), pa.int32()
+AUDIT_SCHEMA = pa.schema(
+    [("run_id", _S), ("item_id", _S), ("method", _S), ("bank", _S), ("owner", _S),
+     ("domain", _S), ("source_task_ids", pa.list_(_S)), ("episode_ids", pa.list_(_S)),
+     ("judge_model", _S), ("prompt", _S), ("seed", pa.int64()), ("parse_ok", pa.bool_()),
+     ("attempts", _I), ("error", _S)]
+    + [(c, _I) for c in CRITERIA] + [(f"{c}_rationale", _S) for c in CRITERIA]
+    + [("audited_at", _S)])
+HUMAN_SCHEMA = pa.schema([("item_id", _S), ("method", _S), ("bank", _S), ("rater", _S)]
+                         + [(c, _I) for c in CRITERIA] + [("comment", _S), ("imported_at", _S)])
+
+
+class HumanScoreError(ValueError):
+    """A rating sheet that cannot be imported (every problem listed, nothing written)."""
+
+
+def audit_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "audit"
+
+
+# ---- items and their provenance ----------------------------------------------------------
+def collect_items(run_dir: str | Path) -> list[AuditItem]:
+    """Every bank item of the run: EDV shared + private, RB entries' items."""
+    from edv_ray.memory import MemoryBank
+    from edv_ray.methods.reasoning_bank.store import render_item
+
+    run_dir, items = Path(run_dir), []
+    if (run_dir / "memory").is_dir():
+        for it in MemoryBank.load(run_dir / "memory"):
+            items.append(AuditItem(it.item_id, it.method or "edv", it.bank, it.owner, it.domain,
+                                   it.text, list(it.source_task_ids),
+                                   list(it.supporting_trajectory_ids)))
+    for path in sorted((run_dir / "rb" / "bank").rglob("*.parquet")):
+        for e in read_rows(path):
+            for i, item in enumerate(e.get("items") or []):
+                items.append(AuditItem(f"{e['entry_id']}:{i}", "reasoning_bank", "rb", e["agent"],
+                                       e["domain"], render_item(item), [e["task_id"]],
+                                       list(e.get("episode_ids") or []), task_text=e.get("query") or ""))
+    return items
+
+
+def sample_items(items: list[AuditItem], per_method: int, seed: int) -> list[AuditItem]:
+    """A seeded sample of up to ``per_method`` items of each method (the same run, seed
+    and size give the same sample)."""
+    out = []
+    for method in sorted({i.method for i in items}):
+        pool = sorted((i for i in items if i.method == method), key=lambda i: i.item_id)
+        rng = random.Random(f"memory-audit|{seed}|{method}")
+        out += sorted(rng.sample(pool, min(per_method, len(pool))), key=lambda i: i.item_id)
+    return out
+
+
+def attach_provenance(run_dir: str | Path, items: list[AuditItem]) -> None:
+    """Fill each item's source trajectories (and task text when it has none) from the
+    run's episodes (latest attempt of each)."""
+    from edv_ray.results.views import connect
+
+    wanted = sorted({e for i in items for e in i.episode_ids})
+    rows: dict[str, dict] = {}
+    if wanted:
+        con = connect(run_dir)
+        con.register("_wanted", pa.table({"episode_id": wanted}))
+        cur = con.execute("SELECT episode_id, stage, agent, domain, task_id, success, reward, "
+                          "observed_text, messages_json FROM episodes "
+                          "WHERE episode_id IN (SELECT episode_id FROM _wanted)")
+        cols = [d[0] for d in cur.description]
+        rows = {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+        con.close()
+    for it in items:
+        it.trajectories = [rows[e] for e in it.episode_ids if e in rows]
+        if not it.task_text:
+            it.task_text = next((t["observed_text"] for t in it.trajectories if t["observed_text"]), "")
+
+
+def source_task(it: AuditItem) -> str:
+    head = f"{it.domain or '?'} / {', '.join(it.task_ids) or '?'}"
+    return f"{head}\n{it.task_text}".strip()
+
+
+def render_trajectory(row: dict, limit: int = TRAJECTORY_CHARS) -> str:
+    """A compact record of one episode: each turn's role, text and tool calls (cut)."""
+    try:
+        messages = json.loads(row.get("messages_json") or "[]")
+    except ValueError:
+        messages = []
+    lines = []
+    for m in messages:
+        text = (m.get("content") or "").strip()
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function") or c
+            text += f" [call {fn.get('name')}({json.dumps(fn.get('arguments'), ensure_ascii=False)})]"
+        if len(text) > TURN_CHARS:
+            text = text[:TURN_CHARS] + " …"
+        lines.append(f"{m.get('role', '?')}: {text.strip()}")
+    body = "\n".join(lines)
+    return body if len(body) <= limit else body[:limit] + "\n… (cut)"
+
+
+def build_prompt(it: AuditItem) -> str:
+    blocks = []
+    for t in it.trajectories[:MAX_TRAJECTORIES]:
+        outcome = "error" if t["success"] is None else ("success" if t["success"] else "failure")
+        blocks.append(f'<trajectory id="{fence(t["episode_id"])}" agent="{fence(t["agent"])}" '
+                      f'outcome="{outcome}">\n{fence(render_trajectory(t))}\n</trajectory>')
+    if not blocks:
+        blocks = ["(no source trajectory was found in the run)"]
+    return render_prompt("report", PROMPT, method=fence(it.method), bank=fence(it.bank),
+                         item=fence(it.text), task=fence(source_task(it) or "(unknown)"),
+                         trajectories="\n".join(blocks))
+
+
+# ---- the LLM audit -----------------------------------------------------------------------
+def _run_id(run_dir: Path) -> str:
+    try:
+        import yaml
+
+        return (yaml.safe_load((run_dir / "config.yaml").read_text()) or {}).get("run_id") or run_dir.name
+    except (OSError, ValueError):
+        return run_dir.name
+
+
+def score_item(it: AuditItem, client: LLMClient, endpoint: Endpoint, run_id: str, *,
+               retries: int, sampling: Sampling, json_mode: str, ledger: CallLedger) -> dict:
+    """One rubric row: scores when the answer is valid JSON of the schema, else none."""
+    from edv_ray.methods.jobkit import RoleBinding, ask_json, json_caller
+
+    binding = RoleBinding(endpoint=endpoint, sampling=sampling, json_mode=json_mode)
+    ctx = CallContext(run_id=run_id, stage="memory_audit", role="auditor",
+                      agent=endpoint.model_name, domain=it.domain or "", task_id=it.item_id,
+                      episode_id=f"audit-{it.item_id}")
+    row = dict(item_id=it.item_id, method=it.method, bank=it.bank, owner=it.owner,
+               domain=it.domain, source_task_ids=it.task_ids, episode_ids=it.episode_ids)
+    try:
+        answer, attempts, error = ask_json(json_caller(client, binding, ctx, ledger),
+                                           build_prompt(it), RubricAnswer, retries)
+    except LLMCallError as err:  # the endpoint failed: no score, the reason kept
+        attempts = sum(1 for r in ledger.rows() if r["task_id"] == it.item_id)
+        answer, error = None, f"{type(err).__name__}: {str(err)[:300]}"
+    row.update(parse_ok=answer is not None, attempts=attempts, error=error)
+    for c in CRITERIA:
+        s = getattr(answer, c) if answer is not None else None
+        row[c], row[f"{c}_rationale"] = (s.score, s.rationale) if s else (None, None)
+    return row
+
+
+def audit_run(run_dir: str | Path, endpoint: Endpoint, sample_per_method: int = 20,
+              seed: int = 0, *, client: LLMClient | None = None, retries: int = 2,
+              sampling: Sampling | None = None, json_mode: str = "schema",
+              concurrency: int = 4) -> list[dict]:
+    """Score a seeded sample of every method's bank items with the judge at ``endpoint``;
+    write the scores, the judge's calls and the human rating sheet; return the summary."""
+    from edv_ray.results.schema import CALL_SCHEMA
+
+    run_dir = Path(run_dir)
+    items = sample_items(collect_items(run_dir), sample_per_method, seed)
+    if not items:
+        raise ValueError(f"{run_dir} holds no memory items (no memory/ or rb/bank/ files)")
+    attach_provenance(run_dir, items)
+    client = client or LLMClient(timeout_s=120.0, max_retries=2)
+    sampling = sampling or Sampling(temperature=0.0, max_tokens=1024)
+    run_id, ledger = _run_id(run_dir), CallLedger()
+    with ThreadPoolExecutor(max(1, concurrency)) as pool:
+        rows = list(pool.map(lambda it: score_item(
+            it, client, endpoint, run_id, retries=retries, sampling=sampling,
+            json_mode=json_mode, ledger=ledger), items))
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    for r in rows:
+        r.update(run_id=run_id, judge_model=endpoint.model_name, prompt=PROMPT, seed=seed,
+                 audited_at=now)
+    out = audit_dir(run_dir)
+    write_rows_atomic(rows, out / "memory_audit.parquet", AUDIT_SCHEMA)
+    calls = [{k: r.get(k) for k in CALL_SCHEMA.names} for r in ledger.rows()]
+    write_rows_atomic(calls, out / "audit_calls.parquet", CALL_SCHEMA)
+    export_rating_sheet(run_dir, items)
+    return summarize(run_dir)
+
+
+# ---- people ------------------------------------------------------------------------------
+def export_rating_sheet(run_dir: str | Path, items: list[AuditItem]) -> Path:
+    """The audited sample for human raters: item, method, bank, text, source task, and
+    one empty column per criterion (integers 0–5) plus a comment."""
+    path = audit_dir(run_dir) / "human_rating_sheet.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
+        w.writeheader()
+        for it in items:
+            w.writerow({"item_id": it.item_id, "method": it.method, "bank": it.bank,
+                        "text": it.text, "source_task": source_task(it)})
+    return path
+
+
+_SCORE = re.compile(r"[0-5]")
+
+
+def _known_items(run_dir: Path) -> dict[str, dict]:
+    known: dict[str, dict] = {}
+    sheet = audit_dir(run_dir) / "human_rating_sheet.csv"
+    if sheet.is_file():
+        with sheet.open(newline="", encoding="utf-8") as f:
+            known.update({r["item_id"]: r for r in csv.DictReader(f)})
+    for r in read_rows(audit_dir(run_dir) / "memory_audit.parquet"):
+        known.setdefault(r["item_id"], r)
+    return known
+
+
+def import_human_scores(run_dir: str | Path, csv_path: str | Path, rater: str | None = None) -> int:
+    """Import a filled rating sheet into ``audit/human_scores.parquet`` (this rater's
+    earlier rows replaced). Cells must be integers 0–5 or empty (not rated); item ids
+    must be in the audited sample; problems name the spreadsheet row (header = row 1). Any problem: :class:`HumanScoreError`, nothing written.
+    Returns the number of rated items imported."""
+    run_dir, csv_path = Path(run_dir), Path(csv_path)
+    known = _known_items(run_dir)
+    if not known:
+        raise HumanScoreError(f"{run_dir} has no audit sample: run the memory audit first")
+    rater = rater or csv_path.stem
+    errors, rows, seen = [], [], set()
+    with csv_path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("item_id", *CRITERIA) if c not in (reader.fieldnames or [])]
+        if missing:
+            raise HumanScoreError(f"{csv_path}: missing column(s) {', '.join(missing)}")
+        for n, rec in enumerate(reader, start=2):  # as a spreadsheet numbers rows
+            line = f"row {n}"
+            item_id = (rec.get("item_id") or "").strip()
+            if item_id not in known:
+                errors.append(f"{line}: unknown item id {item_id!r} (not in this run's audit sample)")
+                continue
+            if item_id in seen:
+                errors.append(f"{line}: item {item_id!r} is rated twice")
+                continue
+            seen.add(item_id)
+            scores = {}
+            for c in CRITERIA:
+                raw = (rec.get(c) or "").strip()
+                if raw and not _SCORE.fullmatch(raw):
+                    errors.append(f"{line}: {c} = {raw!r} is not an integer from 0 to 5")
+                scores[c] = int(raw) if _SCORE.fullmatch(raw) else None
+            if all(v is None for v in scores.values()):
+                continue  # not rated
+            k = known[item_id]
+            rows.append(dict(item_id=item_id, method=k.get("method"), bank=k.get("bank"),
+                             rater=(rec.get("rater") or "").strip() or rater, **scores,
+                             comment=(rec.get("comment") or "").strip() or None))
+    if errors:
+        shown = "\n  ".join(errors[:20]) + (f"\n  … {len(errors) - 20} more" if len(errors) > 20 else "")
+        raise HumanScoreError(f"{csv_path}: {len(errors)} problem(s), nothing imported:\n  {shown}")
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    raters = {r["rater"] for r in rows} | {rater}
+    path = audit_dir(run_dir) / "human_scores.parquet"
+    kept = [r for r in read_rows(path) if r["rater"] not in raters]
+    write_rows_atomic(kept + [{**r, "imported_at": now} for r in rows], path, HUMAN_SCHEMA)
+    return len(rows)
+
+
+# ---- summary -----------------------------------------------------------------------------
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarize(run_dir: str | Path) -> list[dict]:
+    """Per method × criterion: LLM mean and n (unscored items counted apart), human mean
+    and n, and on items scored by both: pairs, exact agreement, agreement within one
+    point, mean absolute difference. Also written to ``audit/summary.csv``."""
+    out_dir = audit_dir(run_dir)
+    llm = read_rows(out_dir / "memory_audit.parquet")
+    human = read_rows(out_dir / "human_scores.parquet")
+    by_item = {r["item_id"]: r for r in llm if r["parse_ok"]}
+    table = []
+    for method in sorted({r["method"] for r in llm} | {r["method"] for r in human}):
+        lm = [r for r in llm if r["method"] == method]
+        hm = [r for r in human if r["method"] == method]
+        for c in CRITERIA:
+            ls = [r[c] for r in lm if r[c] is not None]
+            hs = [r[c] for r in hm if r[c] is not None]
+            pairs = [(h[c], by_item[h["item_id"]][c]) for h in hm
+                     if h[c] is not None and h["item_id"] in by_item]
+            diffs = [abs(a - b) for a, b in pairs]
+            table.append(dict(
+                method=method, criterion=c, higher_is_better=HIGHER_IS_BETTER[c],
+                llm_mean=_mean(ls), llm_n=len(ls), llm_unscored=sum(1 for r in lm if not r["parse_ok"]),
+                human_mean=_mean(hs), human_n=len(hs), pairs=len(pairs),
+                exact_agreement=_mean([float(d == 0) for d in diffs]),
+                within_one=_mean([float(d <= 1) for d in diffs]),
+                mean_abs_diff=_mean([float(d) for d in diffs])))
+    if table:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "summary.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(table[0]))
+            w.writeheader()
+            w.writerows(table)
+    return table
+
+
+def print_summary(table: list[dict], console) -> None:
+    from edv_ray.report.tables import _rich_table
+
+    cols = ["method", "criterion", "llm_mean", "llm_n", "llm_unscored", "human_mean", "human_n",
+            "pairs", "exact_agreement", "within_one", "mean_abs_diff"]
+    console.print(_rich_table("Memory audit (0–5; noise and harm: higher is worse)", cols,
+                              [tuple(r[c] for c in cols) for r in table]))
+
+
+# ---- command line ------------------------------------------------------------------------
+def add_parsers(sub) -> None:
+    """``edv audit`` and ``edv audit-import`` on the CLI's subparsers."""
+    a = sub.add_parser("audit", help="LLM rubric over a sample of a run's memory items")
+    a.add_argument("run_dir")
+    a.add_argument("--model-endpoint", required=True, help="OpenAI-compatible base URL (…/v1)")
+    a.add_argument("--model", required=True, help="model name the endpoint serves")
+    a.add_argument("--api-key-env", help="environment variable holding the endpoint's key")
+    a.add_argument("--sample", type=int, default=20, help="items per method (default 20)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--retries", type=int, default=2, help="re-asks on a malformed answer")
+    a.add_argument("--json-mode", default="schema", choices=["schema", "json_object", "none"])
+    i = sub.add_parser("audit-import", help="import a filled human rating sheet (CSV)")
+    i.add_argument("run_dir")
+    i.add_argument("csv")
+    i.add_argument("--rater", help="rater name (default: a rater column, else the file name)")
+
+
+def run_cli(args, console) -> int:
+    """Handle ``audit`` / ``audit-import`` (parsed by :func:`add_parsers`); exit code."""
+    run_dir = Path(args.run_dir)
+    if args.cmd == "audit":
+        endpoint = Endpoint(model_name=args.model, litellm_model=f"openai/{args.model}",
+                            api_base=args.model_endpoint, api_key_env=args.api_key_env)
+        try:
+            table = audit_run(run_dir, endpoint, args.sample, args.seed, retries=args.retries,
+                              json_mode=args.json_mode)
+        except ValueError as err:  # nothing to audit
+            console.print(f"[red]error:[/] {err}")
+            return 2
+        print_summary(table, console)
+        console.print(f"scores: {audit_dir(run_dir) / 'memory_audit.parquet'}\n"
+                      f"rating sheet for people: {audit_dir(run_dir) / 'human_rating_sheet.csv'}")
+        return 0
+    try:
+        n = import_human_scores(run_dir, args.csv, args.rater)
+    except HumanScoreError as err:
+        console.print(f"[red]error:[/] {err}")
+        return 2
+    console.print(f"imported {n} rated item(s) into {audit_dir(run_dir) / 'human_scores.parquet'}")
+    print_summary(summarize(run_dir), console)
+    return 0
