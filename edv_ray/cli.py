@@ -10,6 +10,7 @@
   edv audit RUN_DIR --model-endpoint URL --model NAME [--sample 20]
                                LLM rubric over a sample of each method's memory, plus a
                                CSV sheet for human raters (edv audit-import RUN_DIR FILE.csv)
+  edv sweep SWEEP.yaml          base config × axes, servers started once (re-run to resume)
   edv compare RUN_DIR... | SWEEP_DIR [--out DIR]
                                methods × domains with intervals, tokens vs ReasoningBank,
                                heterogeneity and curves over many runs (Markdown/CSV/PNG)
@@ -41,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     sj.add_argument("--address", required=True, help="Ray Jobs address, e.g. http://HEAD:8265")
     sj.add_argument("--resume", metavar="RUN_DIR", help="resume a run folder on the cluster")
     sj.add_argument("--no-wait", action="store_true", help="return after submitting")
+    sw = sub.add_parser("sweep", help="run a sweep (base config × axes) on shared servers")
+    sw.add_argument("sweep", help="sweep YAML (re-run it to resume)")
+    sw.add_argument("--no-progress", action="store_true")
     c = sub.add_parser("compare", help="compare runs (or a sweep): tables, intervals, plots")
     c.add_argument("paths", nargs="+", help="run folders and/or sweep folders")
     c.add_argument("--out", help="output folder (default: SWEEP/compare or runs/compare-TIME)")
@@ -73,6 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "compare":
             return _compare(args, console)
+        if args.cmd == "sweep":
+            from edv_ray.sweep import run_sweep
+
+            results = run_sweep(args.sweep, console=console, show_progress=not args.no_progress)
+            bad = {k: v for k, v in results.items() if isinstance(v, str) or not v.complete}
+            for k, v in bad.items():
+                console.print(f"[yellow]{k}: {v if isinstance(v, str) else 'incomplete'}[/]")
+            console.print(f"sweep: {len(results) - len(bad)}/{len(results)} variant(s) complete")
+            return 0 if not bad else 4
         if args.cmd in ("audit", "audit-import"):
             from edv_ray.report.memory_audit import run_cli
 

@@ -137,8 +137,10 @@ def default_config() -> RunConfig:
 
 
 def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None = None,
-            show_progress: bool = True) -> RunResult:
-    """Validate, lock the run folder (one writer), run, report. See :class:`RunResult`."""
+            show_progress: bool = True, pool=None) -> RunResult:
+    """Validate, lock the run folder (one writer), serve, run each method, report. A
+    ``pool`` (``runtime.servers.ServedPool``) given by the caller — a sweep — is used as
+    it is and left running; otherwise the run starts and stops its own servers."""
     from edv_ray.results.run_lock import RunLock, RunLockedError
 
     console = console or Console()
@@ -150,7 +152,7 @@ def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None 
     except RunLockedError as err:
         raise ConfigError(str(err)) from None
     try:
-        return _execute_locked(cfg, run_id, run_dir, console, show_progress)
+        return _execute_locked(cfg, run_id, run_dir, console, show_progress, pool)
     finally:
         lock.release()
 
@@ -167,7 +169,7 @@ def _set_aside_damaged(run_dir: Path, console: Console) -> None:
 
 
 def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console,
-                    show_progress: bool) -> RunResult:
+                    show_progress: bool, shared_pool) -> RunResult:
     from edv_ray.envs.protocol import get_env
     from edv_ray.methods.registry import get_method
     from edv_ray.report.tables import report
@@ -175,9 +177,8 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     from edv_ray.results.store import RunStore
     from edv_ray.runtime.batch import EpisodeRunner
     from edv_ray.runtime.ray_setup import init_ray
-    from edv_ray.runtime.servers import launch_servers
-
     from edv_ray.results.views import connect
+    from edv_ray.runtime.servers import launch_servers
 
     _set_aside_damaged(run_dir, console)
     dump_config(cfg, run_dir / "config.yaml")
@@ -188,7 +189,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     ])
     init_ray(cfg.runtime)
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
-    pool = launch_servers(cfg, run_dir)
+    pool = shared_pool or launch_servers(cfg, run_dir)
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
     runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
@@ -204,7 +205,8 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     finally:
         if runner is not None:
             runner.shutdown()
-        pool.stop()
+        if shared_pool is None:
+            pool.stop()
     tables = report(run_dir, console=console)
     tracker.finish(tables)
     errors = connect(run_dir).execute(

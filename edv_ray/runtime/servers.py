@@ -89,6 +89,7 @@ class ServedPool:
     served: dict[str, str] = field(default_factory=dict)  # model → served name
     infos: list[ServerInfo] = field(default_factory=list)
     actors: list = field(default_factory=list)
+    actor_by_url: dict = field(default_factory=dict)  # first URL → its supervised actor
 
     def agent_endpoint(self, cfg: RunConfig, agent: str, sticky_key: str) -> Endpoint:
         return self.endpoint(cfg.agent(agent).model, agent_group(cfg, agent), sticky_key)
@@ -141,8 +142,10 @@ def llama_server_actor(server_id: str, model_name: str, weights: str, served: st
                       interval_s=30.0)
 
 
-def launch_servers(cfg: RunConfig, run_dir: Path) -> ServedPool:
-    """Start every server the run needs (in parallel) and wait until all answer."""
+def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False) -> ServedPool:
+    """Start every server the run needs (in parallel) and wait until all answer.
+    ``shared``: one set of replicas per model for every role group (a sweep's pool,
+    used by many runs)."""
     import ray
 
     pool = ServedPool()
@@ -154,16 +157,17 @@ def launch_servers(cfg: RunConfig, run_dir: Path) -> ServedPool:
             continue
         pool.served[model] = served_name(model, mc)
         # vLLM batches requests and shares its prefix cache: one set of replicas per model
-        for group in (["*"] if mc.engine == "vllm" else sorted(groups)):
+        for group in (["*"] if mc.engine == "vllm" or shared else sorted(groups)):
             for i in range(mc.replicas):
                 actor = _server_actor(cfg, model, group, i, run_dir)
                 pool.actors.append(actor)
                 pending.append((model, group, actor.start.remote()))
     try:
         infos: dict[tuple[str, str], list[ServerInfo]] = {}
-        for model, group, ref in pending:
+        for (model, group, ref), actor in zip(pending, pool.actors):
             info: ServerInfo = ray.get(ref)
             pool.infos.append(info)
+            pool.actor_by_url[info.base_url] = actor
             infos.setdefault((model, group), []).append(info)
         pool.routers = {key: StickyRouter.from_infos(v) for key, v in infos.items()}
     except Exception:
