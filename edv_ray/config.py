@@ -229,6 +229,9 @@ class RunConfig(BaseModel):
     output_dir: str = "runs"
     seed: int = 0
     method: str | list[str] = "no_memory"  # one method or several, run side by side
+    # memory experiments (methods with memory: EDV, ReasoningBank)
+    contamination: float = Field(0.0, ge=0.0, lt=1.0)  # share of coherent-wrong items
+    memory_from: str | None = None  # a run folder whose memory inference uses (no construction)
     models: dict[str, ModelConfig]
     agents: list[AgentConfig]
     roles: RolesConfig = Field(default_factory=RolesConfig)
@@ -302,6 +305,10 @@ class RunConfig(BaseModel):
         for n in names:
             if get_method(n).check is not None:
                 get_method(n).check(self, self.section(n))
+        if (self.contamination > 0 or self.memory_from) and not any(
+                get_method(n).has_memory for n in names):
+            raise ValueError("contamination / memory_from need a method with memory "
+                             f"({sorted(n for n, m in known.items() if m.has_memory)})")
 
     # ---- derived -------------------------------------------------------------------
     def method_names(self) -> list[str]:

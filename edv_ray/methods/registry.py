@@ -45,6 +45,7 @@ class Method:
     uses_train: bool = True  # reads the training selection (construction / matrix)
     # SQL giving (method, bank, items): experiences the method admitted to memory
     admitted_sql: str | None = None
+    has_memory: bool = False  # supports contamination / memory_from
     summary: str = ""
 
 

@@ -156,6 +156,9 @@ def add_method_views(con, run_dir: Path) -> None:
     con.execute("CREATE OR REPLACE VIEW admitted AS " + " UNION ALL BY NAME ".join(admitted))
     schema = pa.schema([("method", pa.string()), ("stage", pa.string()), ("phase", pa.string())])
     con.register("_method_phases", pa.Table.from_pylist(phases, schema=schema))
+    from edv_ray.methods.contamination import add_views as add_contamination_views
+
+    add_contamination_views(con, run_dir)
     con.execute("""
         CREATE OR REPLACE VIEW method_pass_at_1 AS
         SELECT method, epoch, agent, domain, count(*) AS n,

@@ -18,6 +18,7 @@ the config rejects it with a clear message.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -51,6 +52,13 @@ class ReasoningBankConfig(BaseModel):
         return self
 
 
+def _bank_dir(ctx, agent: str) -> Path:
+    """The agent's own bank; with memory_from, the source run's banks (all its agents)."""
+    if ctx.cfg.memory_from:
+        return ctx.run_dir / "rb" / "bank_from"
+    return ctx.run_dir / "rb" / "bank" / f"agent={agent}"
+
+
 def _memory(ctx, rb: ReasoningBankConfig):
     from edv_ray.runtime.spec import MemoryRequest
 
@@ -59,7 +67,7 @@ def _memory(ctx, rb: ReasoningBankConfig):
             return None
         return MemoryRequest(
             provider="edv_ray.methods.reasoning_bank.store:rb_experiences",
-            params=dict(bank_dir=str(ctx.run_dir / "rb" / "bank" / f"agent={agent}"),
+            params=dict(bank_dir=str(_bank_dir(ctx, agent)),
                         k=rb.retrieval_k,
                         exclude_task_ids=[task.id] if rb.leave_one_task_out else []))
     return fn
@@ -99,19 +107,56 @@ def _stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, ep
             ctx.unfinished.extend(bad)
 
 
+def contaminate(ctx, share: float) -> None:
+    """Per agent bank: poison entries (a real entry's task query, a poison rule as the item)
+    until they are ``share`` of the entries — coherent with past tasks, wrong in content."""
+    from edv_ray.edv.plan import load_poison
+    from edv_ray.methods import contamination as C
+    from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, load_entries
+    from edv_ray.results.parquet_io import write_rows_atomic
+
+    rows = []
+    for agent in ctx.cfg.executor_names():
+        bank = _bank_dir(ctx, agent)
+        clean = [e for e in load_entries(bank) if e["status"] != "contamination"]
+        pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in load_poison(d)]
+        n = C.n_to_inject(len(clean), share, len(pool))
+        for i, ((domain, p), host) in enumerate(zip(pool[:n], clean)):
+            eid = f"rb-contamination-{agent}-{i}"
+            write_rows_atomic([dict(
+                entry_id=eid, run_id=ctx.run_id, agent=agent, domain=domain,
+                task_id=f"contamination-{i}", stage="contamination", query=host["query"],
+                query_embedding=host["query_embedding"], episode_ids=[], judge_labels=[],
+                true_success=[], items=[{"title": p["title"], "description": p["when_to_use"],
+                                         "content": p["rule"]}],
+                status="contamination", error=None, picked_episode_id=None)],
+                (bank / f"agent={agent}" if ctx.cfg.memory_from else bank) / "epoch=0"
+                / f"{eid}.parquet", ENTRY_SCHEMA)  # the same depth as real entries
+            rows.append(dict(run_id=ctx.run_id, bank="rb", owner=agent, domain=domain,
+                             item_id=f"{eid}:0", rule=p["rule"], share_asked=share,
+                             share_reached=n / (len(clean) + n)))
+    C.record(ctx.run_dir, NAME, rows)
+    ctx.console.print(f"contamination: {len(rows)} poison entr(ies) across the RB banks")
+
+
 def run(ctx, rb: ReasoningBankConfig) -> None:
+    from edv_ray.methods import contamination as C
     from edv_ray.methods import steps
 
     if rb.stream_on_test:
         _stream(ctx, rb, steps.test_tasks(ctx), STREAM, 0)
         return
     train, test = steps.train_tasks(ctx), steps.test_tasks(ctx)
-    for epoch in range(rb.epochs):
+    if ctx.cfg.memory_from:
+        C.copy_source(ctx.cfg.memory_from, "rb/bank", ctx.run_dir / "rb" / "bank_from")
+    for epoch in range(0 if ctx.cfg.memory_from else rb.epochs):
         _stream(ctx, rb, train, EXECUTE, epoch)
     if ctx.unfinished:
         ctx.console.print(f"[yellow]reasoning_bank: {len(ctx.unfinished)} step(s) unfinished; "
                           f"resume with `edv run --resume {ctx.run_dir}`[/]")
         return
+    if ctx.cfg.contamination > 0:
+        contaminate(ctx, ctx.cfg.contamination)
     plan = {(d, t.id): ctx.cfg.executor_names() for d, ts in test.items() for t in ts}
     steps.execute(ctx, stage=INFER, method=NAME, epoch=rb.epochs - 1, plan=plan, tasks=test,
                   memory=_memory(ctx, rb))
@@ -154,8 +199,9 @@ WHERE e.stage = '{STREAM}'
 
 register(Method(
     name=NAME, config_cls=ReasoningBankConfig, run=run, add_views=add_views,
-    results_sql=_RESULTS,
+    results_sql=_RESULTS, has_memory=True,
     admitted_sql=f"""SELECT '{NAME}' AS method, 'rb' AS bank, sum(len(items))::BIGINT AS items
-                     FROM rb_entries HAVING count(*) > 0""",
+                     FROM rb_entries WHERE status IS DISTINCT FROM 'contamination'
+                     HAVING count(*) > 0""",
     phases={EXECUTE: CONSTRUCTION, LEARN: CONSTRUCTION, INFER: INFERENCE, STREAM: INFERENCE},
     summary="per-model self-judged memory (ReasoningBank)"))
