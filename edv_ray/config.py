@@ -299,8 +299,8 @@ class RunConfig(BaseModel):
                 section = m.config_cls.model_validate(raw or {})
             except ValidationError as err:
                 first = err.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"{key}.{loc}: {first['msg'].removeprefix('Value error, ')}") from None
+                loc = ".".join([key, *(str(p) for p in first["loc"])])
+                raise ValueError(f"{loc}: {first['msg'].removeprefix('Value error, ')}") from None
             extra[key] = section.model_dump(mode="json")
         for n in names:
             if get_method(n).check is not None:

@@ -98,5 +98,14 @@ def test_shipped_configs_validate():
 
     cfg = default_config()
     assert cfg.benchmark.domains == ["mock"] and len({a.model for a in cfg.agents}) >= 2
+    from edv_ray.sweep import load_sweep
+
+    sweeps = 0
     for path in sorted(Path(__file__).parents[1].joinpath("experiments").rglob("*.yaml")):
-        load_config(path)
+        if path.parent.name == "sweeps":
+            _sweep, variants = load_sweep(path)
+            assert len(variants) >= 2, path
+            sweeps += 1
+        else:
+            load_config(path)
+    assert sweeps >= 9

@@ -1,0 +1,183 @@
+"""Cluster scale in simulation: ≥1,000 τ²-bench episodes (mock domain, solo mode, gold
+replay) at 64–256 in flight over 1–4 workers, against a scripted server (in its own
+process) answering after 1–5 s; then listing + DuckDB query time over many small
+per-episode Parquet files, with and without compaction.
+
+    .venv/bin/python experiments/bench/scale.py                        # the default grid
+    .venv/bin/python experiments/bench/scale.py --grid 1:128:2 --episodes 1000
+    .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000
+
+Grid entries are ``delay_s:in_flight:workers``. Printed per entry: wall, throughput, the
+LLM-bound ideal (each episode's calls × delay packed into the in-flight slots) and the
+ratio, client-seen latency, driver and worker peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import TreeSampler, ideal_wall  # noqa: E402  (beside this file)
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+_SERVER = """
+import sys, time
+from edv_ray.testing.helpers import tau2_tasks
+from edv_ray.testing.scripted_server import ScriptedServer
+s = ScriptedServer({("mock", t.id): t for t in tau2_tasks("mock")}).start()
+s.delay_s = float(sys.argv[1])
+print(s.base_url, flush=True)
+sys.stdin.read()
+"""
+
+
+def scripted_server(delay_s: float):
+    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(delay_s)], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    return proc, proc.stdout.readline().strip()
+
+
+def run_one(delay: float, in_flight: int, workers: int, episodes: int) -> dict:
+    import ray
+    from rich.console import Console
+
+    from edv_ray import pipeline
+    from edv_ray.config import load_config_dict
+    from edv_ray.envs.tau2.tasks import has_ticket
+    from edv_ray.results.views import connect
+    from edv_ray.testing.helpers import scripted_config, tau2_tasks
+
+    tasks = [t.id for t in tau2_tasks("mock") if has_ticket(t)]
+    proc, url = scripted_server(delay)
+    try:
+        out = Path(tempfile.mkdtemp(prefix="scale-"))
+        cfg = load_config_dict(scripted_config(
+            url, out, run_id=f"scale-{delay}-{in_flight}-{workers}",
+            agents=[{"name": "gold", "model": "scripted", "prompt_strategy": "native_tools"}],
+            roles={}, benchmark={"domains": ["mock"], "split": "all", "task_ids": tasks,
+                                 "num_tasks": None, "solo": "always", "max_steps": 30},
+            runtime={"concurrency": in_flight, "workers": workers,
+                     "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900},
+            llm={"timeout_s": 60, "max_retries": 2}))
+        cfg, run_id, run_dir = pipeline.prepare_from(cfg)
+        sampler = TreeSampler(period_s=0.5).start()
+        t0 = time.time()
+        pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True), show_progress=False)
+        wall = time.time() - t0
+        sampler.stop()
+    finally:
+        proc.kill()
+        if ray.is_initialized():
+            ray.shutdown()
+    con = connect(run_dir)
+    n, ok, p1, first, last = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE status='ok'), avg(CAST(success AS DOUBLE)), "
+        "min(started_at), max(started_at + wall_s) FROM episodes").fetchone()
+    calls = [c for (c,) in con.execute(
+        "SELECT count(*) FROM llm_calls GROUP BY episode_id ORDER BY min(started_at)").fetchall()]
+    lat, p95 = con.execute("SELECT avg(latency_s), quantile_cont(latency_s, 0.95) "
+                           "FROM llm_calls").fetchone()
+    phase = last - first
+    ideal = ideal_wall(calls, delay, in_flight)
+    rss = sampler.peak_rss_mb()
+    return dict(delay=delay, in_flight=in_flight, workers=workers, episodes=n, ok=ok, pass1=p1,
+                wall=wall, phase=phase, ideal=ideal, eps=n / phase, lat=lat, p95=p95,
+                driver_mb=rss.get("driver", 0.0), workers_mb=rss.get("workers", 0.0),
+                cpu=sampler.cpu_between(first, last))
+
+
+def parquet_files(n_files: int, compact: bool) -> dict:
+    """Synthetic one-row episode files (as the runtime writes them), then the time to list
+    them, build the views and query ``episodes``; with ``compact`` the stage is merged
+    into one file first (:func:`edv_ray.results.store.compact_stage`)."""
+    from edv_ray.results.parquet_io import write_rows_atomic
+    from edv_ray.results.schema import EPISODE_SCHEMA
+    from edv_ray.results.store import RunStore, compact_stage
+    from edv_ray.results.views import connect
+
+    run_dir = Path(tempfile.mkdtemp(prefix="scale-files-"))
+    store = RunStore(run_dir)
+    t0 = time.time()
+    base = {f.name: None for f in EPISODE_SCHEMA}
+    for i in range(n_files):
+        row = dict(base, run_id="r", method="no_memory", epoch=0, domain="mock",
+                   task_id=f"t{i % 97}", task_type="mock", trial=i, attempt=1,
+                   episode_id=f"eval-e0-mock-t{i}", agent="gold", status="ok", success=i % 3 > 0,
+                   reward=float(i % 3 > 0), wall_s=1.0, started_at=float(i))
+        write_rows_atomic([row], store.episode_path("eval", row["episode_id"], 1), EPISODE_SCHEMA)
+    written = time.time() - t0
+    out = dict(files=n_files, write_s=written, compact_s=None)
+    if compact:
+        t0 = time.time()
+        compact_stage(run_dir, "eval")
+        out["compact_s"] = time.time() - t0
+    t0 = time.time()
+    listed = sum(len(fs) for _d, _s, fs in os.walk(run_dir / "episodes"))
+    out["list_s"], out["listed"] = time.time() - t0, listed
+    t0 = time.time()
+    con = connect(run_dir)
+    out["connect_s"] = time.time() - t0
+    t0 = time.time()
+    n, p1 = con.execute("SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
+    out["query_s"], out["rows"] = time.time() - t0, n
+    return out
+
+
+def main() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", default="1:64:1,1:128:2,1:256:4,5:256:2",
+                    help="comma list of delay_s:in_flight:workers")
+    ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=100_000)
+    ap.add_argument("--skip-runs", action="store_true")
+    ap.add_argument("--skip-files", action="store_true")
+    args = ap.parse_args()
+    console = Console(width=200)
+    if not args.skip_runs:
+        table = Table(title=f"mock/solo gold replay, ≥{args.episodes} episodes per row")
+        for col in ("s/call", "in flight", "workers", "episodes", "pass@1", "wall s",
+                    "episode phase s", "ideal s", "ideal/phase", "episodes/s",
+                    "latency mean/p95 s", "driver RSS MB", "workers RSS MB", "CPU s/episode"):
+            table.add_column(col, justify="right")
+        for entry in args.grid.split(","):
+            d, f, w = entry.split(":")
+            r = run_one(float(d), int(f), int(w), args.episodes)
+            cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
+            table.add_row(d, f, w, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
+                          f"{r['phase']:.1f}", f"{r['ideal']:.1f}",
+                          f"{r['ideal'] / r['phase']:.2f}", f"{r['eps']:.1f}",
+                          f"{r['lat']:.2f}/{r['p95']:.2f}", f"{r['driver_mb']:.0f}",
+                          f"{r['workers_mb']:.0f}", f"{cpu / max(1, r['episodes']):.3f}")
+            console.print(f"done {entry}: {r['episodes']} episodes, phase {r['phase']:.1f}s")
+        console.print(table)
+    if not args.skip_files:
+        table = Table(title=f"{args.files:,} one-row episode files")
+        for col in ("compacted", "write s", "compact s", "list s", "files listed",
+                    "connect s", "query s", "rows"):
+            table.add_column(col, justify="right")
+        for compact in (False, True):
+            r = parquet_files(args.files, compact)
+            table.add_row(str(compact), f"{r['write_s']:.1f}",
+                          "-" if r["compact_s"] is None else f"{r['compact_s']:.1f}",
+                          f"{r['list_s']:.2f}", str(r["listed"]), f"{r['connect_s']:.2f}",
+                          f"{r['query_s']:.2f}", str(r["rows"]))
+        console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
