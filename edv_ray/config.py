@@ -360,8 +360,14 @@ def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+        base_value = out.get(key)
+        # a section naming another variant (e.g. benchmark.name) replaces, not merges
+        # (a benchmark section without a name is τ²-bench's)
+        switched = (isinstance(value, dict) and isinstance(base_value, dict) and "name" in value
+                    and value["name"] != base_value.get("name", "tau2" if key == "benchmark"
+                                                        else value["name"]))
+        if isinstance(value, dict) and isinstance(base_value, dict) and not switched:
+            out[key] = _deep_merge(base_value, value)
         else:
             out[key] = value
     return out
