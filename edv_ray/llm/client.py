@@ -180,6 +180,9 @@ class Completion:
     completion_tokens: int
     latency_s: float
     finish_reason: str | None = None
+    # a thinking model's reasoning, split out by the server's reasoning parser (litellm's
+    # ``reasoning_content``); agents send it back on later turns as the chat template expects
+    reasoning: str | None = None
 
 
 @dataclass
@@ -376,6 +379,7 @@ class LLMClient:
             content=choice.message.content, tool_calls=calls, prompt_tokens=pt,
             completion_tokens=ct, latency_s=time.monotonic() - t0,
             finish_reason=getattr(choice, "finish_reason", None),
+            reasoning=getattr(choice.message, "reasoning_content", None) or None,
         )
 
     def _attempt(self, kwargs: dict[str, Any], api_base: str | None, api_key: str,

@@ -32,8 +32,8 @@ class EpisodeWorker:
         from edv_ray.llm.client import LLMClient
         from edv_ray.results.store import RunStore
 
-        if secrets is not None:  # a SecretHolder handle — see EpisodeRunner
-            os.environ.update(ray.get(secrets.get.remote()))
+        if secrets is not None:  # the SecretHolder's name — see EpisodeRunner
+            os.environ.update(ray.get(ray.get_actor(secrets).get.remote()))
         quiet_tau2_logs()
         self._client = LLMClient(timeout_s=timeout_s, max_retries=max_retries)
         self._store = RunStore(run_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import uuid
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -71,10 +72,11 @@ class EpisodeRunner:
 
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
-        self._secrets = SecretHolder.remote(keys)
+        name = f"edv-secrets-{uuid.uuid4().hex}"  # a name, not a handle, reaches the workers
+        self._secrets = SecretHolder.options(name=name).remote(keys)
         self.workers = [
             EpisodeWorker.options(max_concurrency=per_worker).remote(
-                run_dir, cfg.llm.timeout_s, cfg.llm.max_retries, self._secrets)
+                run_dir, cfg.llm.timeout_s, cfg.llm.max_retries, name)
             for _ in range(rt.workers)
         ]
         ray.get([w.ready.remote() for w in self.workers])
