@@ -204,7 +204,8 @@ def parse_benchmark(data: dict[str, Any]):
 
 class RuntimeConfig(_Strict):
     concurrency: int = Field(4, ge=1, le=1024)  # episodes in flight at once
-    workers: int = Field(1, ge=1, le=64)  # episode-runner actors (threads inside each)
+    # episode-runner actors (threads inside each); default: one per core
+    workers: int = Field(default_factory=lambda: max(1, min(64, os.cpu_count() or 1)), ge=1, le=64)
     episode_timeout_s: float = Field(900.0, gt=0)
     trials: int = Field(1, ge=1)
     ray_address: str | None = None  # None = start a local Ray; "auto" = join a cluster

@@ -207,6 +207,10 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
             runner.shutdown()
         if shared_pool is None:
             pool.stop()
+    from edv_ray.results.store import compact_stage
+
+    for folder in sorted((run_dir / "episodes").glob("stage=*")):  # one file per stage
+        compact_stage(run_dir, folder.name.removeprefix("stage="))
     tables = report(run_dir, console=console)
     tracker.finish(tables)
     errors = connect(run_dir).execute(

@@ -40,9 +40,9 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "native_tools": Strategy("native_tools", "agent_native_tools.v1", True),
-    "text_tools": Strategy("text_tools", "agent_text_tools.v1", False),
-    "text_tools_plan": Strategy("text_tools_plan", "agent_text_tools_plan.v1", False),
+    "native_tools": Strategy("native_tools", "agent_native_tools.v2", True),
+    "text_tools": Strategy("text_tools", "agent_text_tools.v2", False),
+    "text_tools_plan": Strategy("text_tools_plan", "agent_text_tools_plan.v2", False),
 }
 
 
@@ -61,6 +61,10 @@ def render_system_prompt(
     ticket: str | None = None,
     stop_tool: str = "done",
 ) -> str:
+    """The agent's system prompt, ordered for servers' prefix caches (v2 templates):
+    role, tools and policy first — identical for every task of a domain and strategy —
+    then the retrieved experiences, then the task-specific part (the ticket in solo
+    mode) last, so episodes share the longest possible cached prefix."""
     if ticket is not None:
         mode = render_prompt("agents", "mode_solo.v1", ticket=ticket, stop_tool=stop_tool)
     else:

@@ -48,13 +48,22 @@ def env_of(benchmark: dict[str, Any]):
 
 
 def load_episode(run_dir: str, stage: str, episode_id: str) -> dict[str, Any]:
-    """The latest attempt of a stored episode."""
+    """The latest attempt of a stored episode (its own file, or the stage's compacted
+    file — see ``results.store.compact_stage``)."""
+    from edv_ray.results.store import COMPACTED
+
     folder = Path(run_dir) / "episodes" / f"stage={stage}"
     files = sorted(folder.glob(f"{episode_id}.a*.parquet"),
                    key=lambda p: int(p.name.rsplit(".a", 1)[1].split(".")[0]))
-    if not files:
+    rows = read_rows(files[-1]) if files else []
+    if (folder / COMPACTED).is_file():
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(folder / COMPACTED, filters=[("episode_id", "=", episode_id)])
+        rows += table.to_pylist()
+    if not rows:
         raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
-    return read_rows(files[-1])[0]
+    return max(rows, key=lambda r: r["attempt"])
 
 
 def transcript(env, row: dict[str, Any]) -> str:

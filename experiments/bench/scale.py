@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import TreeSampler, ideal_wall  # noqa: E402  (beside this file)
+from harness import TreeSampler, ideal_wall
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -129,7 +129,7 @@ def parquet_files(n_files: int, compact: bool) -> dict:
     con = connect(run_dir)
     out["connect_s"] = time.time() - t0
     t0 = time.time()
-    n, p1 = con.execute("SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
+    n, _p1 = con.execute("SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
     out["query_s"], out["rows"] = time.time() - t0, n
     return out
 

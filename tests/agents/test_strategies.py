@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from edv_ray.agents.strategies import (
     get_strategy,
     parse_native_turn,
@@ -69,3 +73,19 @@ def test_history_and_prompt_rendering():
                                   ["Check the id first."], ticket="T-1")
     assert "POLICY" in prompt and '"name": "f"' in prompt and "T-1" in prompt
     assert "1. Check the id first." in prompt and "$" not in prompt
+
+
+@pytest.mark.parametrize("name", ["native_tools", "text_tools", "text_tools_plan"])
+def test_system_prompt_is_prefix_cache_friendly(name):
+    """Policy and tools first (shared by every task), then experiences, then the ticket."""
+    strategy = get_strategy(name)
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    a = render_system_prompt(strategy, "POLICY-TEXT", tools, ["Lesson A."], ticket="TICKET-1")
+    b = render_system_prompt(strategy, "POLICY-TEXT", tools, ["Lesson B."], ticket="TICKET-2")
+    plain = render_system_prompt(strategy, "POLICY-TEXT", tools, [], ticket="TICKET-3")
+    shared = len(os.path.commonprefix([a, b, plain]))
+    assert a.index("POLICY-TEXT") < shared and a.index("</policy>") < shared
+    if not strategy.native_tools:
+        assert a.index('"name": "lookup"') < shared
+    assert a.index("POLICY-TEXT") < a.index("Lesson A.") < a.index("TICKET-1")
+    assert plain.rstrip().endswith("</ticket>")

@@ -46,6 +46,12 @@ class _StrategyMixin:
     experiences: list[str]
     experience_fn: ExperienceFn | None
     observed_text: str = ""
+    _schemas: list[dict] | None = None  # tool JSON schemas, built once per process
+
+    def _tool_schemas(self) -> list[dict]:
+        if self._schemas is None:
+            self._schemas = [t.openai_schema for t in self.tools]
+        return self._schemas
 
     def _take_experiences(self, observed: str) -> bool:
         """Record the first text the agent observes and retrieve with it (once); returns
@@ -64,7 +70,7 @@ class _StrategyMixin:
     def system_prompt(self) -> str:
         return render_system_prompt(
             get_strategy(self.strategy_name), self.domain_policy,
-            [t.openai_schema for t in self.tools], self.experiences, ticket=self._ticket(),
+            self._tool_schemas(), self.experiences, ticket=self._ticket(),
             stop_tool=LLMSoloAgent.STOP_FUNCTION_NAME,
         )
 
@@ -72,7 +78,7 @@ class _StrategyMixin:
         strategy = get_strategy(self.strategy_name)
         history = to_litellm_messages(state.system_messages + state.messages)
         if strategy.native_tools:
-            c = self.binding.complete(history, tools=[t.openai_schema for t in self.tools])
+            c = self.binding.complete(history, tools=self._tool_schemas())
             turn = parse_native_turn(c.content, c.tool_calls)
         else:
             c = self.binding.complete(text_history(history))
@@ -99,7 +105,8 @@ class EdvAgent(_StrategyMixin, LLMAgent):
     """Conversational agent (talks to a user simulator)."""
 
     def __init__(self, tools, domain_policy, binding: ModelBinding, strategy: str,
-                 experience_fn: ExperienceFn | None):
+                 experience_fn: ExperienceFn | None, tool_schemas: list[dict] | None = None):
+        self._schemas = tool_schemas
         super().__init__(tools=tools, domain_policy=domain_policy, llm=binding.endpoint.litellm_model)
         self.binding, self.strategy_name = binding, strategy
         self.experiences, self.experience_fn, self.observed_text = [], experience_fn, ""
@@ -117,8 +124,9 @@ class EdvSoloAgent(_StrategyMixin, LLMSoloAgent):
     """Solo agent: works a ticket with tool calls only; ``done`` ends the episode."""
 
     def __init__(self, tools, domain_policy, task, binding: ModelBinding, strategy: str,
-                 experience_fn: ExperienceFn | None):
-        # experiences are in place before the parent builds the system prompt
+                 experience_fn: ExperienceFn | None, tool_schemas: list[dict] | None = None):
+        # experiences (and schemas) are in place before the parent builds the system prompt
+        self._schemas = tool_schemas
         self.binding, self.strategy_name = binding, strategy
         self.experiences, self.experience_fn, self.observed_text = [], experience_fn, ""
         self._take_experiences(str(task.ticket))
@@ -142,16 +150,18 @@ class EdvSoloAgent(_StrategyMixin, LLMSoloAgent):
 class EdvUserSimulator(UserSimulator):
     """τ²-bench's user simulator prompt, our client (tokens attributed to role user_sim)."""
 
-    def __init__(self, tools, instructions, binding: ModelBinding):
+    def __init__(self, tools, instructions, binding: ModelBinding,
+                 tool_schemas: list[dict] | None = None):
         super().__init__(tools=tools, instructions=instructions, llm=binding.endpoint.litellm_model)
         self.binding = binding
+        self._schemas = tool_schemas if tool_schemas is not None else (
+            [t.openai_schema for t in self.tools] if self.tools else None)
 
     def _generate_next_message(self, message, state: UserState):
         self_msgs = message.tool_messages if isinstance(message, MultiToolMessage) else [message]
         state.messages.extend(self_msgs)
         history = to_litellm_messages(state.system_messages + state.flip_roles())
-        tools = [t.openai_schema for t in self.tools] if self.tools else None
-        c = self.binding.complete(history, tools=tools)
+        c = self.binding.complete(history, tools=self._schemas)
         turn = parse_native_turn(c.content, c.tool_calls)
         calls = [ToolCall(id=tc["id"], name=tc["name"], arguments=tc["arguments"],
                           requestor="user") for tc in turn.tool_calls] or None
