@@ -290,7 +290,7 @@ def curve_axis(con, axis: str, epoch="last") -> list[dict]:
 # ---------------------------------------------------------------- tokens
 
 def _div(a, b):
-    return a / b if a is not None and b else None
+    return float(a) / float(b) if a is not None and b else None
 
 
 def token_tables(con) -> dict[str, list[dict]]:

@@ -172,8 +172,8 @@ def add_method_views(con, run_dir: Path) -> None:
     con.execute("""
         CREATE OR REPLACE VIEW token_use AS
         SELECT c.run_id, p.method, p.phase, c.stage, c.role, c.agent, c.model,
-               count(*) AS calls, sum(c.prompt_tokens) AS prompt_tokens,
-               sum(c.completion_tokens) AS completion_tokens
+               count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
+               sum(c.completion_tokens)::BIGINT AS completion_tokens
         FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
         WHERE p.method IN (SELECT DISTINCT method FROM episodes
                            UNION SELECT DISTINCT method FROM method_results)
