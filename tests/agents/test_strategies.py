@@ -89,3 +89,19 @@ def test_system_prompt_is_prefix_cache_friendly(name):
         assert a.index('"name": "lookup"') < shared
     assert a.index("POLICY-TEXT") < a.index("Lesson A.") < a.index("TICKET-1")
     assert plain.rstrip().endswith("</ticket>")
+
+
+def test_thinking_models_get_their_reasoning_back():
+    from tau2.data_model.message import AssistantMessage, SystemMessage, UserMessage
+
+    from edv_ray.envs.tau2.agent import with_reasoning
+
+    msgs = [SystemMessage(role="system", content="policy"),
+            UserMessage(role="user", content="hi"),
+            AssistantMessage(role="assistant", content="hello",
+                             raw_data={"reasoning_content": "the user greets me"}),
+            UserMessage(role="user", content="book it"),
+            AssistantMessage(role="assistant", content="done")]
+    out = with_reasoning(msgs)
+    assert out[2]["reasoning_content"] == "the user greets me"
+    assert "reasoning_content" not in out[4] and "reasoning_content" not in out[1]

@@ -34,6 +34,19 @@ from edv_ray.agents.binding import ModelBinding
 from edv_ray.envs.protocol import ExperienceFn
 
 
+def with_reasoning(messages: list) -> list[dict]:
+    """litellm messages of a τ²-bench history; a thinking model's earlier reasoning
+    (kept in ``raw_data``) goes back on its assistant turns as ``reasoning_content``, as
+    the GLM / MiniMax / Qwen3 chat templates expect across turns."""
+    out = to_litellm_messages(messages)
+    if len(out) == len(messages):
+        for src, dst in zip(messages, out):
+            reasoning = (getattr(src, "raw_data", None) or {}).get("reasoning_content")
+            if reasoning and dst.get("role") == "assistant":
+                dst["reasoning_content"] = reasoning
+    return out
+
+
 def _usage(c) -> dict[str, int]:
     return {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
 
@@ -76,7 +89,7 @@ class _StrategyMixin:
 
     def _respond(self, state: LLMAgentState) -> AssistantMessage:
         strategy = get_strategy(self.strategy_name)
-        history = to_litellm_messages(state.system_messages + state.messages)
+        history = with_reasoning(state.system_messages + state.messages)
         if strategy.native_tools:
             c = self.binding.complete(history, tools=self._tool_schemas())
             turn = parse_native_turn(c.content, c.tool_calls)
@@ -89,7 +102,8 @@ class _StrategyMixin:
         if calls is None and not content:
             content = "(no answer)"  # an empty turn is the model's failure, kept visible
         return AssistantMessage(role="assistant", content=content, tool_calls=calls,
-                                cost=0.0, usage=_usage(c))
+                                cost=0.0, usage=_usage(c),
+                                raw_data={"reasoning_content": c.reasoning} if c.reasoning else None)
 
     def _append(self, message, state: LLMAgentState) -> None:
         if isinstance(message, MultiToolMessage):
