@@ -213,8 +213,12 @@ class RuntimeConfig(_Strict):
 
 
 class LLMConfig(_Strict):
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0)  # wall-clock bound of one call
     max_retries: int = Field(2, ge=0, le=10)
+    retry_budget_s: float = Field(300.0, gt=0)  # retries (jittered backoff) stop past this
+    # consecutive connection-level failures that open an endpoint's circuit breaker; calls
+    # then wait for it (bounded by their deadline) instead of failing
+    breaker_threshold: int = Field(5, ge=1)
 
 
 class WandbConfig(_Strict):

@@ -193,7 +193,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
     runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
-        runner = EpisodeRunner(cfg, str(run_dir))
+        runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url)
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
                          console, tracker, show_progress)
         for name in cfg.method_names():

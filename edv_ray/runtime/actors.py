@@ -11,31 +11,74 @@ from __future__ import annotations
 import ray
 
 
-@ray.remote(num_cpus=0)
-class SecretHolder:
-    """API keys held in memory for the run's workers (see EpisodeRunner)."""
+ROUTE_TTL_S = 2.0  # how long a worker trusts a server's looked-up URL
 
-    def __init__(self, env: dict[str, str]) -> None:
+
+@ray.remote(num_cpus=0, max_concurrency=16)
+class RunState:
+    """What the run's workers fetch from the driver, held in memory only: API keys (never
+    in a runtime_env, whose env_vars Ray logs) and the live URL of each self-served model
+    server (a supervised server restarted by Ray comes back on a new port)."""
+
+    def __init__(self, env: dict[str, str], servers: dict) -> None:
         self._env = dict(env)
+        self._servers = dict(servers)  # first URL → supervised server actor
 
-    def get(self) -> dict[str, str]:
+    def secrets(self) -> dict[str, str]:
         return dict(self._env)
+
+    def urls(self) -> list[str]:
+        return list(self._servers)
+
+    def current_url(self, url: str) -> str | None:
+        """The server's URL now (None while it restarts or when unknown)."""
+        actor = self._servers.get(url)
+        if actor is None:
+            return None
+        try:
+            return ray.get(actor.info.remote(), timeout=3.0).base_url
+        except Exception:  # noqa: BLE001 - restarting: keep the configured URL for now
+            return None
+
+
+def route_live(state, urls: list[str]) -> None:
+    """Resolve each self-served URL through the RunState on every attempt (cached for
+    ``ROUTE_TTL_S``), so calls follow a restarted server to its new port."""
+    import threading
+    import time
+
+    from edv_ray.llm.client import set_api_base_resolver
+
+    for url in urls:
+        cache, lock = {"t": 0.0, "url": None}, threading.Lock()
+
+        def resolve(url=url, cache=cache, lock=lock) -> str | None:
+            with lock:
+                if time.monotonic() - cache["t"] > ROUTE_TTL_S:
+                    try:
+                        cache["url"] = ray.get(state.current_url.remote(url), timeout=5.0)
+                    except Exception:  # noqa: BLE001 - the configured URL stands
+                        cache["url"] = None
+                    cache["t"] = time.monotonic()
+                return cache["url"]
+        set_api_base_resolver(url, resolve)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
-    def __init__(self, run_dir: str, timeout_s: float, max_retries: int,
-                 secrets=None) -> None:
+    def __init__(self, run_dir: str, llm: dict, state_name: str | None = None) -> None:
         import os
 
         from edv_ray.envs.tau2.episode import quiet_tau2_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.results.store import RunStore
 
-        if secrets is not None:  # the SecretHolder's name — see EpisodeRunner
-            os.environ.update(ray.get(ray.get_actor(secrets).get.remote()))
+        if state_name is not None:  # the run's RunState, by name — see EpisodeRunner
+            state = ray.get_actor(state_name)
+            os.environ.update(ray.get(state.secrets.remote()))
+            route_live(state, ray.get(state.urls.remote()))
         quiet_tau2_logs()
-        self._client = LLMClient(timeout_s=timeout_s, max_retries=max_retries)
+        self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
 
     def ready(self) -> bool:

@@ -56,7 +56,8 @@ class BatchStats:
 class EpisodeRunner:
     """Owns the worker actors for one run; reusable across stages and epochs."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str) -> None:
+    def __init__(self, cfg: RunConfig, run_dir: str, servers: dict | None = None) -> None:
+        """``servers``: first URL → supervised server actor (ServedPool.actor_by_url)."""
         import ray
 
         from edv_ray.runtime.actors import EpisodeWorker
@@ -64,19 +65,20 @@ class EpisodeRunner:
         rt = cfg.runtime
         self.concurrency = rt.concurrency
         per_worker = max(1, math.ceil(rt.concurrency / rt.workers))
-        # API keys reach the workers (possibly on other nodes) from a small actor that
-        # holds them in memory: each worker fetches them into its own environment on start
-        # (and on every restart). Never in a runtime_env: Ray's runtime_env agent writes
-        # its env_vars to the session log folder.
-        from edv_ray.runtime.actors import SecretHolder
+        # API keys and live server URLs reach the workers (possibly on other nodes) from
+        # a small named actor that holds them in memory (see actors.RunState); each
+        # worker fetches them on start and on every restart.
+        from edv_ray.runtime.actors import RunState
 
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
-        name = f"edv-secrets-{uuid.uuid4().hex}"  # a name, not a handle, reaches the workers
-        self._secrets = SecretHolder.options(name=name).remote(keys)
+        name = f"edv-run-state-{uuid.uuid4().hex}"  # a name, not a handle, reaches the workers
+        self._state = RunState.options(name=name).remote(keys, dict(servers or {}))
+        llm = dict(timeout_s=cfg.llm.timeout_s, max_retries=cfg.llm.max_retries,
+                   retry_budget_s=cfg.llm.retry_budget_s,
+                   breaker_threshold=cfg.llm.breaker_threshold)
         self.workers = [
-            EpisodeWorker.options(max_concurrency=per_worker).remote(
-                run_dir, cfg.llm.timeout_s, cfg.llm.max_retries, name)
+            EpisodeWorker.options(max_concurrency=per_worker).remote(run_dir, llm, name)
             for _ in range(rt.workers)
         ]
         ray.get([w.ready.remote() for w in self.workers])
@@ -153,4 +155,4 @@ class EpisodeRunner:
         for w in self.workers:
             ray.kill(w)
         self.workers.clear()
-        ray.kill(self._secrets)
+        ray.kill(self._state)
