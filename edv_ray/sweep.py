@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from edv_ray.config import ConfigError, RunConfig, _deep_merge, _read_yaml, dump_config, load_config_dict
+from edv_ray.config import ConfigError, RunConfig, _deep_merge, _read_yaml, load_config_dict
 
 
 class SweepConfig(BaseModel):

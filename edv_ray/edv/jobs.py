@@ -16,11 +16,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from edv_ray.edv import records as R
 from edv_ray.edv.stages import distill, supporting_ids, vote
 from edv_ray.llm.client import CallLedger, LLMClient
+from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.jobkit import (
     RoleBinding,
     budget,
@@ -43,18 +44,11 @@ class Voter(RoleBinding):
     sees_reward: bool = True
 
 
-class StageJob(RoleBinding):
+class StageJob(JobBase, RoleBinding):
     model_config = ConfigDict(extra="forbid")
 
     kind: str  # distill | verify
-    run_id: str
-    run_dir: str
-    epoch: int
-    benchmark: dict[str, Any]
-    domain: str
-    task_id: str
     episode_ids: list[str]  # the execution group's episodes
-    timeout_s: float = 900.0
     # distill
     distiller: str | None = None
     distiller_type: str | None = None

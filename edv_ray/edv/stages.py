@@ -8,7 +8,7 @@ yields no candidates (never half-parsed ones), an unparseable vote is a reject.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from pydantic import ValidationError
 

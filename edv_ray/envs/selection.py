@@ -20,8 +20,3 @@ def pick(tasks: list, id_of: Callable, task_ids: list[str] | None, num_tasks: in
     if not tasks:
         raise ConfigError(f"no tasks selected in {where}")
     return tasks
-
-
-def model_text(binding, messages) -> str:
-    """The benchmark-neutral ``complete(messages) -> str`` over an agent's binding."""
-    return binding.complete(messages).content or ""

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.registry import INFERENCE, Method, register
 
 NAME = "judge"
@@ -44,22 +45,13 @@ class JudgeAnswer(BaseModel):
     rationale: str = Field(default="", max_length=2000)
 
 
-class JudgeJob(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class JudgeJob(JobBase):
     kind: str = KIND
-    run_id: str
-    run_dir: str
-    epoch: int = 0
-    benchmark: dict[str, Any]
-    domain: str
-    task_id: str
     trial: int
     judge: str
     binding: dict[str, Any]
     episode_ids: list[str]  # the pool's runs of this task and trial
     retries: int = 2
-    timeout_s: float = 900.0
 
     @property
     def job_id(self) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from rich.console import Console
 
 from edv_ray import pipeline

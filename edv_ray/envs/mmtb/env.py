@@ -8,14 +8,12 @@ verdicts and the dialogue's breakdown land in the episode's ``reward_json``.
 from __future__ import annotations
 
 import functools
-from typing import Any
-
 from edv_ray.config import ConfigError
 from edv_ray.envs.errors import BenchmarkDataError
 from edv_ray.envs.mmtb import episode as E
 from edv_ray.envs.mmtb.data import SPLITS, load_dialogues, select
-from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
-from edv_ray.envs.selection import model_text, pick
+from edv_ray.envs.file_env import FileEnv
+from edv_ray.envs.selection import pick
 
 
 @functools.lru_cache(maxsize=4)
@@ -30,9 +28,11 @@ def dialogues_of(bench) -> tuple:
         raise ConfigError(str(err)) from None
 
 
-class MMTBEnv:
+class MMTBEnv(FileEnv):
     name = "mmtb"
     task_noun = "multi-mission tool-use dialogue"
+    episodes = E
+    termination = "missions_done"
 
     def select_tasks(self, bench, split: str, task_ids, num_tasks) -> dict[str, list]:
         if split not in SPLITS:
@@ -46,32 +46,8 @@ class MMTBEnv:
                 return d
         raise KeyError(f"MMTB dialogue {task_id!r} not found")
 
-    def task_type(self, bench, domain: str, task) -> str:
-        return E.task_type(task)
-
-    def needs_user_simulator(self, bench, task) -> bool:
-        return False
-
-    def policy(self, bench, domain: str) -> str:
-        return E.instructions()
-
-    def observed_text(self, bench, task, messages: list[dict[str, Any]]) -> str:
-        return E.observed_text(task)
-
-    def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
-        return E.render_trajectory(messages, max_chars)
-
-    def run_episode(self, bench, spec, task, agent_binding, user_binding,
-                    experiences: ExperienceFn | None) -> EpisodeOutcome:
-        observed = E.observed_text(task)
-        exps = experiences(observed) if experiences is not None else []
-        out = E.run_episode(task, lambda msgs: model_text(agent_binding, msgs), exps,
-                            seed=spec.seed or 0)
-        detail = out.to_dict()
-        detail.pop("messages", None)
-        return EpisodeOutcome(reward=out.reward, success=out.success,
-                              termination="missions_done", messages=out.messages,
-                              reward_detail=detail, observed_text=observed)
+    def play(self, bench, spec, task, complete, experiences):
+        return E.run_episode(task, complete, experiences, seed=spec.seed or 0)
 
 
 ENV = MMTBEnv()

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.reasoning_bank.store import (
     ENTRY_SCHEMA,
     JUDGMENT_SCHEMA,
@@ -48,16 +49,8 @@ class RBPick(BaseModel):
     rationale: str = Field(default="", max_length=2000)
 
 
-class RBLearnJob(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RBLearnJob(JobBase):
     kind: str = "rb_learn"
-    run_id: str
-    run_dir: str
-    epoch: int
-    benchmark: dict[str, Any]
-    domain: str
-    task_id: str
     stage: str  # the stage of the episodes learned from (rb_execute | rb_stream)
     agent: str
     binding: dict[str, Any]
@@ -66,7 +59,6 @@ class RBLearnJob(BaseModel):
     retries: int = 2
     extract_temperature: float = 1.0
     contrast: bool = False  # MaTTS parallel: self-contrast over all rollouts, best-of-k
-    timeout_s: float = 900.0
 
     @property
     def job_id(self) -> str:

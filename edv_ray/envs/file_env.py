@@ -1,0 +1,51 @@
+"""The shared shape of benchmarks read from files and played by a ``complete`` callable
+(Mind2Web, MMTB): one pseudo-domain, no user simulator, the episode module's own
+observed text / task type / instructions / rendering. A subclass names its module and
+plays one episode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
+
+
+def model_text(binding, messages) -> str:
+    """The benchmark-neutral ``complete(messages) -> str`` over an agent's binding."""
+    return binding.complete(messages).content or ""
+
+
+class FileEnv:
+    name = ""
+    task_noun = "task"
+    episodes: Any = None  # the benchmark's episode module
+    termination = "done"
+
+    def task_type(self, bench, domain: str, task) -> str:
+        return self.episodes.task_type(task)
+
+    def needs_user_simulator(self, bench, task) -> bool:
+        return False
+
+    def policy(self, bench, domain: str) -> str:
+        return self.episodes.instructions()
+
+    def observed_text(self, bench, task, messages: list[dict[str, Any]]) -> str:
+        return self.episodes.observed_text(task)
+
+    def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
+        return self.episodes.render_trajectory(messages, max_chars)
+
+    def play(self, bench, spec, task, complete, experiences: list[str]):
+        raise NotImplementedError
+
+    def run_episode(self, bench, spec, task, agent_binding, user_binding,
+                    experiences: ExperienceFn | None) -> EpisodeOutcome:
+        observed = self.episodes.observed_text(task)
+        exps = experiences(observed) if experiences is not None else []
+        out = self.play(bench, spec, task, lambda msgs: model_text(agent_binding, msgs), exps)
+        detail = out.to_dict()
+        detail.pop("messages", None)
+        return EpisodeOutcome(reward=out.reward, success=out.success,
+                              termination=self.termination, messages=out.messages,
+                              reward_detail=detail, observed_text=observed)
