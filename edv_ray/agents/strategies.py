@@ -7,7 +7,8 @@ them. Three strategies ship:
   returns ``tool_calls`` (vLLM with a tool-call parser, hosted APIs).
 * ``text_tools`` — tools are rendered into the system prompt and the model writes
   ``<tool_call>{json}</tool_call>``; we parse it. Needed for small models behind
-  llama.cpp, whose calls come back as text (measured, see DESIGN.md §4).
+  llama.cpp, whose calls come back as text (measured; see README, "What the embedded
+  models can and cannot do").
 * ``text_tools_plan`` — as ``text_tools`` but each turn starts with a ``Plan:`` line
   (a different prompt strategy for pool heterogeneity); the plan is kept out of the
   customer-facing text.

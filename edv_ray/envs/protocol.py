@@ -66,6 +66,19 @@ _ENVS: dict[str, str] = {  # benchmark.name → module defining ENV
 }
 
 
+def quiet_logs() -> None:
+    """Benchmark packages log through loguru at INFO (τ²-bench logs every step): keep
+    warnings only, in worker processes."""
+    import sys
+
+    try:
+        from loguru import logger
+    except ImportError:
+        return
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
+
+
 def get_env(name: str) -> Environment:
     import importlib
 

@@ -69,7 +69,7 @@ class EpisodeWorker:
     def __init__(self, run_dir: str, llm: dict, state_name: str | None = None) -> None:
         import os
 
-        from edv_ray.envs.tau2.episode import quiet_tau2_logs
+        from edv_ray.envs.protocol import quiet_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.results.store import RunStore
 
@@ -77,7 +77,7 @@ class EpisodeWorker:
             state = ray.get_actor(state_name)
             os.environ.update(ray.get(state.secrets.remote()))
             route_live(state, ray.get(state.urls.remote()))
-        quiet_tau2_logs()
+        quiet_logs()
         self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
 

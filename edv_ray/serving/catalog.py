@@ -1,6 +1,6 @@
 """GPU model catalog: how to serve each known model with vLLM, and the argv that does it.
 
-Facts come from vLLM recipes and model cards (DESIGN.md §5); they were read, not run,
+Facts come from vLLM recipes and model cards (cluster/README.md); they were read, not run,
 and hold for the vLLM version pinned in ``cluster/docker/Dockerfile``. An entry says how
 many GPUs one replica needs (``tensor_parallel_size`` x ``pipeline_parallel_size``),
 which tool-call and reasoning parsers the model needs, and any extra engine flags.

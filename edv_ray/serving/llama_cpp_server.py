@@ -1,7 +1,7 @@
 """llama.cpp (llama-cpp-python's OpenAI-compatible server) behind the serving protocol.
 
 One server answers one request at a time and keeps one prefix cache, so the launcher
-gives roles their own instances (see :mod:`edv_ray.serving.launch`).
+gives roles their own instances (see :mod:`edv_ray.runtime.servers`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The GPU catalog: serving facts of DESIGN.md §5 and the vLLM argv built from them."""
+"""The GPU catalog: serving facts from vLLM recipes and model cards, and the vLLM argv built from them."""
 
 from __future__ import annotations
 
