@@ -86,6 +86,12 @@ def write_report(con, out_dir: str | Path, epoch="last", baseline: str | None = 
     for name, (_, title, xlabel) in CURVES.items():
         if plots.plot_curve(tables[name], out / f"{name}.png", title, xlabel):
             pngs[name] = f"{name}.png"
+    fixed = {"method", "runs", "n", "successes", "errors", "pass_at_1", "ci_lo", "ci_hi"}
+    for axis in sorted({k for r in tables["heterogeneity"] for k in r} - fixed):
+        rows = [{**r, "x": r.get(axis)} for r in tables["heterogeneity"]]
+        name = f"heterogeneity_{axis}"
+        if plots.plot_curve(rows, out / f"{name}.png", f"Pass@1 vs {axis} (sweep axis)", axis):
+            pngs[name] = f"{name}.png"
     runs = [r[0] for r in con.execute(
         "SELECT DISTINCT run_id FROM method_results ORDER BY run_id").fetchall()]
     (out / "compare.md").write_text(markdown(tables, pngs, runs, epoch, n_boot, per_model))

@@ -45,3 +45,4 @@ def test_sweep_runs_resumes_and_compares(server, tmp_path, capsys):
     assert main(["compare", str(tmp_path / "out" / "sw"), "--boot", "100"]) == 0
     md = (tmp_path / "out" / "sw" / "compare" / "compare.md").read_text()
     assert "pool" in md and "good_only" in md
+    assert (tmp_path / "out" / "sw" / "compare" / "heterogeneity_pool.png").is_file()
