@@ -24,10 +24,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def worker_pids() -> list[int]:
-    from ray.util.state import list_actors
+    """This driver's episode-worker processes (descendants of our own Ray; by pid)."""
+    import psutil
 
-    return [a.pid for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"),
-                                                ("state", "=", "ALIVE")]) if a.pid]
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "EpisodeWorker" in " ".join(p.cmdline()) or "EpisodeWorker" in p.name():
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return out
 
 
 def rss_mb(pid: int) -> float:
@@ -73,7 +80,9 @@ def main() -> None:
     from edv_ray.testing.helpers import scripted_config, tau2_tasks
     from edv_ray.testing.scripted_server import ScriptedServer
 
-    tasks = [t for t in tau2_tasks("mock") if t.ticket]
+    from edv_ray.envs.tau2.tasks import has_ticket
+
+    tasks = [t for t in tau2_tasks("mock") if has_ticket(t) and "nl_eval" not in t.id]
     trials = max(1, -(-args.episodes // len(tasks)))
     server = ScriptedServer({("mock", t.id): t for t in tasks}).start()
     server.hang_s = 8.0
