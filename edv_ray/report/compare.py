@@ -43,6 +43,10 @@ CURVES = {  # table name → (x axis key, plot title, x label); epoch comes from
 }
 
 
+AXIS_FIXED = {"method", "runs", "n", "successes", "errors", "pass_at_1", "ci_lo", "ci_hi",
+              "approve_rate", "p_approve_given_failed"}  # heterogeneity columns that are not axes
+
+
 def compare_tables(con, epoch="last", baseline: str | None = None,
                    per_model=t.PER_MODEL_METHODS, n_boot: int = 10_000, seed: int = 0) -> dict:
     """Every table of the comparison, as name → list of row dicts."""
@@ -86,8 +90,7 @@ def write_report(con, out_dir: str | Path, epoch="last", baseline: str | None = 
     for name, (_, title, xlabel) in CURVES.items():
         if plots.plot_curve(tables[name], out / f"{name}.png", title, xlabel):
             pngs[name] = f"{name}.png"
-    fixed = {"method", "runs", "n", "successes", "errors", "pass_at_1", "ci_lo", "ci_hi"}
-    for axis in sorted({k for r in tables["heterogeneity"] for k in r} - fixed):
+    for axis in sorted({k for r in tables["heterogeneity"] for k in r} - AXIS_FIXED):
         rows = [{**r, "x": r.get(axis)} for r in tables["heterogeneity"]]
         name = f"heterogeneity_{axis}"
         if plots.plot_curve(rows, out / f"{name}.png", f"Pass@1 vs {axis} (sweep axis)", axis):
@@ -220,12 +223,17 @@ def _axes_md(tables: dict, pngs: dict) -> list[str]:
     out = []
     het = tables["heterogeneity"]
     if het:
-        axes = [k for k in het[0] if k not in ("method", "runs", "n", "successes", "errors",
-                                               "pass_at_1", "ci_lo", "ci_hi")]
+        axes = [k for k in het[0] if k not in AXIS_FIXED]
         out += ["## Pass@1 against the sweep's axes (all domains pooled)", "",
-                _md_table(axes + ["method", "runs", "Pass@1"],
-                          [[r[a] for a in axes] + [r["method"], r["runs"], _rate(r)] for r in het]),
+                "EDV rows also give the verifiers' approve rate and P(approve | every "
+                "supporting run failed) — the self-confirmation trap — per variant.", "",
+                _md_table(axes + ["method", "runs", "Pass@1", "approve", "P(approve given failed)"],
+                          [[r[a] for a in axes] + [r["method"], r["runs"], _rate(r),
+                                                   r.get("approve_rate"),
+                                                   r.get("p_approve_given_failed")] for r in het]),
                 ""]
+        for name in [n for n in pngs if n.startswith("heterogeneity_")]:
+            out += [f"![Pass@1 vs {name.removeprefix('heterogeneity_')}]({pngs[name]})", ""]
     for name, (axis, title, xlabel) in CURVES.items():
         rows = tables[name]
         if not rows:

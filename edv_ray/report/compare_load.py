@@ -1,6 +1,7 @@
 """Attach many run folders (or a sweep folder) to ONE DuckDB connection with the views
 :mod:`edv_ray.report.compare` reads: ``method_results``, ``token_use``, ``admitted`` and
-``run_info`` — each run's own views (:func:`edv_ray.results.views.connect`), unioned.
+``run_info`` — plus ``verification`` (EDV votes per run: approvals, and those whose
+supporting runs all failed) — each run's own views (:func:`edv_ray.results.views.connect`), unioned.
 
 A sweep folder holds ``sweep.yaml`` and its runs under ``runs/``; a run folder made by a
 sweep holds ``axes.json`` (its values of the sweep's axes), which becomes ``run_info``.
@@ -55,6 +56,12 @@ def attach(paths: list[str | Path]) -> duckdb.DuckDBPyConnection:
                             if v != "admitted" else
                             f"SELECT '{run_id}' AS run_id, * FROM {v}").to_arrow_table()
             tables[v].append(t)
+        tables.setdefault("verification", []).append(con.sql(f"""
+            SELECT '{run_id}' AS run_id, count(*) AS votes,
+                   count(*) FILTER (WHERE approve) AS approvals,
+                   count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed,
+                   count(*) FILTER (WHERE supporting_all_failed AND approve) AS approvals_all_failed
+            FROM votes WHERE NOT is_poison""").to_arrow_table())
         axes_file = d / "axes.json"
         axes = json.loads(axes_file.read_text()) if axes_file.is_file() else {}
         info.append({"run_id": run_id, "sweep_id": axes.pop("_sweep_id", None),

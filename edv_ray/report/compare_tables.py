@@ -255,12 +255,27 @@ def heterogeneity_table(con, epoch="last") -> list[dict]:
         for f in ("n", "successes", "errors"):
             a[f] += c[f]
     order = {m: i for i, m in enumerate(order_methods({m for _, m in acc}))}
+    votes = _votes(con)
     rows = []
     for (values, method), a in sorted(acc.items(), key=lambda kv: (
             [_sort_key(v) for v in kv[0][0]], order[kv[0][1]])):
+        v = [sum(votes.get(r, (0, 0, 0, 0))[i] for r in a["runs"]) for i in range(4)]
         rows.append({**dict(zip(keys, values)), "method": method, "runs": len(a["runs"]),
-                     **rate_fields(a["n"], a["successes"], a["errors"])})
+                     **rate_fields(a["n"], a["successes"], a["errors"]),
+                     # EDV's verification: approve rate, and P(approve | all supporting failed)
+                     "approve_rate": _div(v[1], v[0]) if method == "edv" else None,
+                     "p_approve_given_failed": _div(v[3], v[2]) if method == "edv" else None})
     return rows
+
+
+def _votes(con) -> dict[str, tuple[int, int, int, int]]:
+    """run_id → (votes, approvals, votes whose supporting runs all failed, their approvals)."""
+    try:
+        rows = con.execute("SELECT run_id, votes, approvals, votes_all_failed, "
+                           "approvals_all_failed FROM verification").fetchall()
+    except Exception:  # noqa: BLE001 - a connection without the view (hand-made tables)
+        return {}
+    return {r[0]: tuple(int(x or 0) for x in r[1:]) for r in rows}
 
 
 def curve_epoch(con) -> list[dict]:
