@@ -20,3 +20,12 @@ def pick(tasks: list, id_of: Callable, task_ids: list[str] | None, num_tasks: in
     if not tasks:
         raise ConfigError(f"no tasks selected in {where}")
     return tasks
+
+
+def keep_end(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` keeping its end (the latest steps), at a line start."""
+    if len(text) <= max_chars:
+        return text
+    tail = text[-max(0, max_chars - 4):]
+    cut = tail.find("\n")
+    return "[…]\n" + (tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail)

@@ -23,6 +23,7 @@ from typing import Any
 from edv_ray.envs.mind2web.data import Step, Task
 from edv_ray.envs.mind2web.dom import dom_order, index_elements, render_element
 from edv_ray.envs.mind2web.metrics import StepScore, TaskScore, action_string, score_step
+from edv_ray.envs.selection import keep_end
 from edv_ray.prompts import render_prompt
 
 Complete = Callable[[list[dict[str, Any]]], str]
@@ -193,9 +194,4 @@ def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000)
         if len(text) > 1200:
             text = text[:800] + " […] " + text[-300:]
         lines.append(f"[{m.get('role', '?')}] {text}")
-    out = "\n".join(lines)
-    if len(out) > max_chars:
-        tail = out[-max(0, max_chars - 4):]
-        cut = tail.find("\n")
-        out = "[…]\n" + (tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail)
-    return out
+    return keep_end("\n".join(lines), max_chars)

@@ -32,6 +32,7 @@ from edv_ray.envs.mmtb.metrics import (
     breakdown,
     check_arguments,
 )
+from edv_ray.envs.selection import keep_end
 from edv_ray.prompts import render_prompt
 
 Complete = Callable[[list[dict[str, Any]]], str]
@@ -211,9 +212,4 @@ def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000)
         if len(text) > 800:
             text = text[:500] + " […] " + text[-200:]
         lines.append(f"[{role}] {text}")
-    out = "\n".join(lines)
-    if len(out) > max_chars:
-        tail = out[-max(0, max_chars - 4):]
-        cut = tail.find("\n")
-        out = "[…]\n" + (tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail)
-    return out
+    return keep_end("\n".join(lines), max_chars)
