@@ -12,11 +12,12 @@ A stage's marker file is written last, atomically: present = the stage finished.
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from edv_ray.results.store import task_file  # noqa: F401 - stage tables name files by task
 
 
 class DistilledExperience(BaseModel):
@@ -60,10 +61,6 @@ class TrajectoryView(BaseModel):
     transcript: str
 
 
-def task_file(task_id: str, domain: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "_", task_id).strip("_")[:32]
-    digest = hashlib.sha1(f"{domain}\x1f{task_id}".encode()).hexdigest()[:10]
-    return f"{domain}-{slug}-{digest}.parquet"
 
 
 def edv_path(run_dir: str | Path, table: str, epoch: int, name: str) -> Path:

@@ -63,7 +63,7 @@ class JudgeJob(JobBase):
 
 
 def pick_path(run_dir, domain: str, task_id: str, trial: int) -> Path:
-    from edv_ray.edv.records import task_file
+    from edv_ray.results.store import task_file
 
     name = task_file(task_id, domain).replace(".parquet", f".t{trial}.parquet")
     return Path(run_dir) / "judge_picks" / "epoch=0" / name

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
 from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA
+
+
+def task_file(task_id: str, domain: str) -> str:
+    """A filename-safe, unique file name for one task's rows in a per-task stage table."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", task_id).strip("_")[:32]
+    digest = hashlib.sha1(f"{domain}\x1f{task_id}".encode()).hexdigest()[:10]
+    return f"{domain}-{slug}-{digest}.parquet"
 
 
 class RunStore:

@@ -40,7 +40,7 @@ JUDGMENT_SCHEMA = pa.schema([
 
 
 def entry_path(run_dir, agent: str, epoch: int, domain: str, task_id: str, stage: str) -> Path:
-    from edv_ray.edv.records import task_file
+    from edv_ray.results.store import task_file
 
     name = task_file(task_id, domain).replace(".parquet", f".{stage}.parquet")
     return Path(run_dir) / "rb" / "bank" / f"agent={agent}" / f"epoch={epoch}" / name
