@@ -9,21 +9,32 @@ OpenAI SDK into httpcore, and httpcore closes a connection whose response was no
 the end. Nothing is left behind, however many calls time out.
 
 The loop runs in one daemon thread per process (re-created after a fork), shared by every
-:class:`~edv_ray.llm.client.LLMClient` and every episode thread. Calls go through one
-``httpx.AsyncClient`` (a bounded pool with keep-alive) handed to litellm per call via a
-light ``AsyncOpenAI`` wrapper, so litellm does not build a new cached client (and pool) for
-every distinct timeout value, and API keys are not kept in a client cache.
+:class:`~edv_ray.llm.client.LLMClient` and every episode thread. Calls to OpenAI-compatible
+endpoints go through one ``AsyncOpenAI`` per (api_base, key) built once on the pooled
+transport, so litellm does not build a new cached client (and pool) for every distinct
+timeout value, and no per-call client pays the SDK's first-request setup (a thread hop to
+read the platform). The key lives only in this process's memory (as it does in the
+environment it came from); the cache is indexed by a hash of it.
+
+Transport cost matters at scale: one event loop serves every call of a worker (64–256 in
+flight), so per-call CPU on this loop is the harness's ceiling. The pool is an
+``httpx2.AsyncClient`` (the OpenAI SDK's own transport): httpx 0.28's pool re-scans every
+connection — ``is_idle`` of all of them, for each one — whenever a request starts or ends,
+which at 64 connections took a third of a worker's CPU (measured with py-spy, see
+``experiments/bench/scale.py``); httpcore2 keeps that pass linear.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import os
 import threading
 from typing import Any, Awaitable, Callable
 
-import httpx
+import httpx2
+import openai
 
 from edv_ray.llm.breaker import WallClockTimeout
 
@@ -39,7 +50,8 @@ class _Loop:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        self.http: httpx.AsyncClient | None = None
+        self.http: httpx2.AsyncClient | None = None
+        self.clients: dict[tuple[str | None, str], openai.AsyncOpenAI] = {}
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
                                        name="edv-llm-loop")
@@ -50,10 +62,10 @@ class _Loop:
         asyncio.set_event_loop(self.loop)
         self.loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
             max_workers=EXECUTOR_THREADS, thread_name_prefix=EXECUTOR_PREFIX))
-        self.http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64,
-                                keepalive_expiry=30.0),
-            timeout=httpx.Timeout(600.0, connect=30.0),
+        self.http = httpx2.AsyncClient(
+            limits=httpx2.Limits(max_connections=1024, max_keepalive_connections=256,
+                                 keepalive_expiry=30.0),
+            timeout=httpx2.Timeout(600.0, connect=30.0),
             follow_redirects=True,
         )
         ready.set()
@@ -72,11 +84,25 @@ def _get() -> _Loop:
         return _state
 
 
-def http_client() -> httpx.AsyncClient:
+def http_client() -> httpx2.AsyncClient:
     """The shared pool (use it only from coroutines run by :func:`run_bounded`)."""
     http = _get().http
     assert http is not None
     return http
+
+
+def openai_client(api_base: str | None, api_key: str) -> openai.AsyncOpenAI:
+    """This process's ``AsyncOpenAI`` for one endpoint and key, on the shared pool, without
+    SDK retries (ours are in :class:`~edv_ray.llm.client.LLMClient`). Use it only from
+    coroutines run by :func:`run_bounded`; it is made once and reused."""
+    state = _get()
+    key = (api_base, hashlib.sha256(api_key.encode()).hexdigest())
+    client = state.clients.get(key)
+    if client is None:
+        client = openai.AsyncOpenAI(api_key=api_key, base_url=api_base, max_retries=0,
+                                    http_client=state.http)
+        state.clients[key] = client
+    return client
 
 
 def run_bounded(make: Callable[[], Awaitable[Any]], bound_s: float) -> Any:

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
+import httpx2
 import openai
 
 UNAVAILABLE_STATUS = frozenset({502, 503, 504})
@@ -46,7 +47,7 @@ def is_connection_failure(err: BaseException) -> bool:
     """Did this attempt fail to reach a working server (as opposed to getting an answer)?"""
     for e in _chain(err):
         if isinstance(e, (WallClockTimeout, openai.APIConnectionError, httpx.TransportError,
-                          ConnectionError)):
+                          httpx2.TransportError, ConnectionError)):
             return True
         if getattr(e, "status_code", None) in UNAVAILABLE_STATUS:
             return True

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import httpx
+import httpx2
 import litellm
 import openai
 
@@ -91,7 +92,8 @@ def is_transient(err: BaseException) -> bool:
     if isinstance(err, _NOT_TRANSIENT):
         return False
     return isinstance(err, (openai.APIError, litellm.exceptions.APIError, json.JSONDecodeError,
-                            WallClockTimeout, httpx.TransportError))
+                            WallClockTimeout, httpx.TransportError,
+                            httpx2.TransportError))
 
 
 # ---- live re-routing -------------------------------------------------------------------
@@ -390,9 +392,7 @@ class LLMClient:
         def make():
             extra: dict[str, Any] = {}
             if openai_like:  # our pooled transport (litellm would cache one per timeout)
-                extra["client"] = openai.AsyncOpenAI(
-                    api_key=api_key, base_url=api_base, max_retries=0,
-                    http_client=aio.http_client())
+                extra["client"] = aio.openai_client(api_base, api_key)
             # litellm's own timeout a little later: the wall bound must be what fires
             return litellm.acompletion(timeout=bound + 1.0, api_base=api_base, api_key=api_key,
                                        **extra, **kwargs)

@@ -76,6 +76,11 @@ def _call_message(name: str, args: dict[str, Any], native: bool) -> dict[str, An
 
 class _QuietHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a burst of concurrent connects (128
+    # episodes in flight) overflows it and the kernel drops SYNs, which cost the client a
+    # 1 s retransmit each — latency the bench would blame on the harness. Real servers
+    # (uvicorn, llama.cpp) listen with a backlog in the thousands.
+    request_queue_size = 2048
 
     def handle_error(self, request, client_address) -> None:
         import sys

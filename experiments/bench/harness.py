@@ -49,12 +49,14 @@ def ideal_wall(calls_per_episode: list[int], delay_s: float, slots: int) -> floa
 class TreeSampler:
     """Samples CPU time and RSS of this process and its descendants every ``period_s``.
     Processes are grouped: ``driver`` (this one), ``workers`` (Ray EpisodeWorker actors),
-    ``ray`` (Ray's own daemons and idle workers)."""
+    ``ray`` (Ray's own daemons and idle workers), and any pid named in ``named`` (e.g. the
+    scripted server: ``{pid: "server"}``)."""
 
-    def __init__(self, period_s: float = 0.2) -> None:
+    def __init__(self, period_s: float = 0.2, named: dict[int, str] | None = None) -> None:
         import psutil
 
         self._psutil, self.period_s = psutil, period_s
+        self.named = dict(named or {})
         self.me = psutil.Process()
         self.samples: list[tuple[float, dict[int, tuple[str, float, int]]]] = []
         self._stop = threading.Event()
@@ -67,6 +69,8 @@ class TreeSampler:
         changes with the task it runs and it is ``ray::IDLE`` before the actor starts)."""
         if p.pid == self.me.pid:
             return "driver"
+        if p.pid in self.named:
+            return self.named[p.pid]
         if p.pid in self._workers:
             return "workers"
         try:

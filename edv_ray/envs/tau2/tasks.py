@@ -292,6 +292,9 @@ _STATES_LOCK = threading.Lock()
 
 def domain_state(domain: str) -> DomainState:
     """The process-wide state of one domain (built on first use, shared by threads)."""
+    from edv_ray.envs.tau2 import tool_cache
+
+    tool_cache.install()  # tool schemas parsed once per process, not per episode
     with _STATES_LOCK:
         if domain not in _STATES:
             _STATES[domain] = DomainState(domain)
