@@ -49,21 +49,29 @@ def env_of(benchmark: dict[str, Any]):
 
 def load_episode(run_dir: str, stage: str, episode_id: str) -> dict[str, Any]:
     """The latest attempt of a stored episode (its own file, or the stage's compacted
-    file — see ``results.store.compact_stage``)."""
-    from edv_ray.results.store import COMPACTED
+    segments — see ``results.store.compact_stage``, which may run meanwhile: a file that
+    vanishes between listing and reading has just moved into a segment, so look again)."""
+    from edv_ray.results.store import segments
 
     folder = Path(run_dir) / "episodes" / f"stage={stage}"
-    files = sorted(folder.glob(f"{episode_id}.a*.parquet"),
-                   key=lambda p: int(p.name.rsplit(".a", 1)[1].split(".")[0]))
-    rows = read_rows(files[-1]) if files else []
-    if (folder / COMPACTED).is_file():
-        import pyarrow.parquet as pq
+    for tries_left in (1, 0):
+        files = sorted(folder.glob(f"{episode_id}.a*.parquet"),
+                       key=lambda p: int(p.name.rsplit(".a", 1)[1].split(".")[0]))
+        try:
+            rows = read_rows(files[-1]) if files else []
+        except FileNotFoundError:
+            if tries_left:
+                continue
+            raise
+        merged = segments(folder)
+        if merged:
+            import pyarrow.dataset as ds
 
-        table = pq.read_table(folder / COMPACTED, filters=[("episode_id", "=", episode_id)])
-        rows += table.to_pylist()
-    if not rows:
-        raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
-    return max(rows, key=lambda r: r["attempt"])
+            rows += ds.dataset([str(p) for p in merged], format="parquet").to_table(
+                filter=ds.field("episode_id") == episode_id).to_pylist()
+        if rows:
+            return max(rows, key=lambda r: r["attempt"])
+    raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
 
 
 def transcript(env, row: dict[str, Any]) -> str:

@@ -67,7 +67,15 @@ def _rows(con, sql: str) -> list[tuple]:
 
 
 def live_metrics(run_dir: str | Path) -> dict[str, float]:
-    """The numbers one history step holds, read from the run folder as it is now."""
+    """The numbers one history step holds, read from the run folder as it is now (not while
+    a compaction swaps files for their segment: no row is counted twice or lost)."""
+    from edv_ray.results.store import COMPACTION_LOCK
+
+    with COMPACTION_LOCK:
+        return _live_metrics(run_dir)
+
+
+def _live_metrics(run_dir: str | Path) -> dict[str, float]:
     from edv_ray.results.views import connect
 
     con = connect(run_dir)

@@ -32,6 +32,19 @@ def _create_temp(path: Path) -> Path:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    path = Path(path)
+    tmp = _create_temp(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
     """Write ``table`` to ``path`` atomically, creating parent folders."""
     path = Path(path)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,44 +41,89 @@ class RunStore:
         write_rows_atomic(rows, self.run_dir / "pool" / "agents.parquet", POOL_SCHEMA)
 
 
-COMPACTED = "compacted.parquet"
+COMPACTED = "compacted.parquet"  # the single merged file of earlier versions (still read)
+SEGMENT_PREFIX = "compacted"  # segments: compacted-00001.parquet, compacted-00002.parquet, ...
+COMPACT_CHUNK_FILES = 1000  # files read at a time: memory stays bounded at any stage size
+# held (in this process) while a segment appears and its inputs disappear, so that readers
+# in the driver (live tracking) never see a row twice or a file vanish under a query
+COMPACTION_LOCK = threading.Lock()
+
+
+def segments(folder: Path) -> list[Path]:
+    """The merged files of one table/stage folder, oldest first."""
+    return sorted(folder.glob(f"{SEGMENT_PREFIX}*.parquet"))
+
+
+def _per_episode_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(SEGMENT_PREFIX))
+
+
+def _recover(folder: Path) -> None:
+    """Finish or undo a compaction that crashed: a ``.inputs`` list next to its segment
+    names files the segment already holds (delete them); without its segment, the
+    compaction never happened (the inputs stay)."""
+    for listing in folder.glob(f".{SEGMENT_PREFIX}-*.inputs"):
+        segment = folder / listing.name[1:].removesuffix(".inputs")
+        if segment.is_file():
+            for name in listing.read_text().split("\n"):
+                if name:
+                    (folder / name).unlink(missing_ok=True)
+        listing.unlink(missing_ok=True)
 
 
 def compact_stage(run_dir: str | Path, stage: str,
-                  tables: tuple[str, ...] = ("episodes", "llm_calls")) -> dict[str, int]:
-    """Merge the per-episode files of a *finished* stage into one file per table
-    (``<table>/stage=<stage>/compacted.parquet``), then delete the merged files.
+                  tables: tuple[str, ...] = ("episodes", "llm_calls"),
+                  min_files: int = 1) -> dict[str, int]:
+    """Merge the per-episode files of a stage (at least ``min_files`` of them) into one new
+    segment per table (``<table>/stage=<stage>/compacted-NNNNN.parquet``), then delete the
+    merged files. Safe while the stage is still running: workers write atomically, so every
+    listed file is complete, and files written meanwhile wait for the next compaction.
 
-    DuckDB over 10⁵ one-row files spends its time opening files; one file per stage
-    reads in a fraction of it. Resume semantics are unchanged: the rows (every attempt,
-    error rows included) are the same, read through the same views. The merged file is
-    written atomically before any input is removed; re-running merges a previous
-    ``compacted.parquet`` again and drops exact duplicate rows, so a crash between the
-    write and the deletions only leaves duplicates the next compaction removes (and the
-    ``episodes`` view, latest attempt per episode, never shows them). Returns the number
-    of rows per table."""
-    import duckdb
+    DuckDB over 10⁵ one-row files spends its time (and, with ``union_by_name``, >16 GB of
+    memory: it was OOM-killed here) opening files; a few segments read in a fraction of it.
+    The files are streamed into the segment ``COMPACT_CHUNK_FILES`` at a time with the
+    table's schema, so compaction itself needs little memory. Resume semantics are
+    unchanged: the rows (every attempt, error rows included) are the same, read through the
+    same views. Crash safety: the list of inputs is written before the segment appears and
+    removed after the inputs are gone (see :func:`_recover`), so no row is lost or kept
+    twice. Returns the number of rows merged per table."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
-    from edv_ray.results.parquet_io import write_table_atomic
+    from edv_ray.results.parquet_io import _create_temp, write_text_atomic
     from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA
 
     schemas = {"episodes": EPISODE_SCHEMA, "llm_calls": CALL_SCHEMA}
     counts: dict[str, int] = {}
     for table in tables:
         folder = Path(run_dir) / table / f"stage={stage}"
-        files = sorted(str(p) for p in folder.glob("*.parquet"))
-        if not files or files == [str(folder / COMPACTED)]:
+        if not folder.is_dir():
             continue
-        con = duckdb.connect()
-        merged = con.sql(
-            "SELECT DISTINCT * FROM read_parquet($files, hive_partitioning=false, "
-            "union_by_name=true)", params={"files": files}).to_arrow_table()
-        schema = schemas.get(table)
-        if schema is not None:
-            merged = merged.select(schema.names).cast(schema)
-        write_table_atomic(merged, folder / COMPACTED)
-        for f in files:
-            if Path(f).name != COMPACTED:
-                Path(f).unlink(missing_ok=True)
-        counts[table] = merged.num_rows
+        _recover(folder)
+        files = _per_episode_files(folder)
+        if not files or len(files) < min_files:
+            continue
+        numbers = [int(n) for p in segments(folder)
+                   if (n := p.stem.rsplit("-", 1)[-1]).isdigit()]  # (not the legacy name)
+        segment = folder / f"{SEGMENT_PREFIX}-{max(numbers, default=0) + 1:05d}.parquet"
+        listing = folder / f".{segment.name}.inputs"
+        write_text_atomic(listing, "\n".join(p.name for p in files))
+        tmp, rows = _create_temp(segment), 0
+        try:
+            with pq.ParquetWriter(str(tmp), schemas[table]) as writer:
+                for lo in range(0, len(files), COMPACT_CHUNK_FILES):
+                    chunk = ds.dataset([str(p) for p in files[lo : lo + COMPACT_CHUNK_FILES]],
+                                       schema=schemas[table], format="parquet").to_table()
+                    writer.write_table(chunk)
+                    rows += chunk.num_rows
+            with COMPACTION_LOCK:
+                os.replace(tmp, segment)
+                for p in files:
+                    p.unlink(missing_ok=True)
+            listing.unlink(missing_ok=True)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+            if not segment.is_file():
+                listing.unlink(missing_ok=True)
+        counts[table] = rows
     return counts

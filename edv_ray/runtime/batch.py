@@ -1,6 +1,7 @@
 """Batch layer: fan episode specs out over threaded Ray workers, with progress.
 
-* at most ``concurrency`` episodes in flight, spread over ``workers`` actors;
+* at most ``concurrency`` episodes in flight, spread over ``workers`` actors (a freed slot
+  is refilled on the least-loaded worker, so no worker queues while another idles);
 * a worker that dies (actor crash) is restarted by Ray; its in-flight episodes become
   error rows written by the driver, never silently lost;
 * an episode still running ``timeout_s + grace`` after submission becomes an error
@@ -25,6 +26,7 @@ from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
 
 TIMEOUT_GRACE_S = 60.0
+COMPACT_EVERY = 2000  # finished episodes between compactions of their per-episode files
 
 
 @dataclass
@@ -86,10 +88,34 @@ class EpisodeRunner:
 
     def run(self, specs: list[EpisodeSpec], label: str = "episodes",
             show_progress: bool = True) -> BatchStats:
-        """Run episode specs; every spec ends as a row (ok or error) on disk."""
+        """Run episode specs; every spec ends as a row (ok or error) on disk.
+
+        Every ``COMPACT_EVERY`` finished episodes, the per-episode files written so far are
+        merged into a segment in a background thread (``results.store.compact_stage``), so
+        a stage never holds more than a few thousand small files: DuckDB views (resume,
+        live tracking, reports) stay fast however long the run."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from edv_ray.results.store import compact_stage
+
         stats = BatchStats()
-        self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()), self._driver_error,
-                      stats.add, stats.line, label, show_progress)
+        stages = sorted({s.stage for s in specs})
+        compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edv-compact")
+        pending: list = []
+
+        def on_result(result: dict[str, Any]) -> None:
+            stats.add(result)
+            if stats.done % COMPACT_EVERY == 0 and not any(not f.done() for f in pending):
+                pending[:] = [compactor.submit(compact_stage, self.store.run_dir, stage,
+                                               min_files=COMPACT_EVERY) for stage in stages]
+
+        try:
+            self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()),
+                          self._driver_error, on_result, stats.line, label, show_progress)
+        finally:
+            compactor.shutdown(wait=True)
+        for f in pending:
+            f.result()  # a compaction error is an error of the run (nothing was lost)
         return stats
 
     def run_jobs(self, jobs: list, label: str, show_progress: bool = True) -> list[dict[str, Any]]:
@@ -114,8 +140,9 @@ class EpisodeRunner:
         import ray
 
         queue = list(items)
-        inflight: dict[Any, tuple[Any, float]] = {}
-        rr = done = 0
+        inflight: dict[Any, tuple[Any, float, int]] = {}
+        load = [0] * len(self.workers)  # in flight per worker: refill the one that freed up
+        done = 0
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[line]}"), TimeElapsedColumn(),
                       disable=not show_progress, transient=False) as bar:
@@ -123,12 +150,15 @@ class EpisodeRunner:
             while queue or inflight:
                 while queue and len(inflight) < self.concurrency:
                     item = queue.pop(0)
-                    worker = self.workers[rr % len(self.workers)]
-                    rr += 1
-                    inflight[submit(worker, item)] = (item, time.monotonic())
-                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+                    w = load.index(min(load))
+                    load[w] += 1
+                    inflight[submit(self.workers[w], item)] = (item, time.monotonic(), w)
+                ready, rest = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+                if ready and rest:  # and everything else that is done by now
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
                 for ref in ready:
-                    item, _t = inflight.pop(ref)
+                    item, _t, w = inflight.pop(ref)
+                    load[w] -= 1
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # actor died / task crashed
@@ -136,10 +166,11 @@ class EpisodeRunner:
                     on_result(result)
                     done += 1
                 now = time.monotonic()
-                for ref, (item, t0) in list(inflight.items()):
+                for ref, (item, t0, w) in list(inflight.items()):
                     if now - t0 > item.timeout_s + TIMEOUT_GRACE_S:
                         ray.cancel(ref, force=False)
                         inflight.pop(ref)
+                        load[w] -= 1
                         on_result(failed(item, f"Timeout: no result after {now - t0:.0f}s"))
                         done += 1
                 bar.update(tid, completed=done, line=line())

@@ -32,9 +32,14 @@ def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, env, *, stage: str,
 
 
 def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, str]]:
-    """episode_id → (latest attempt, status) for episodes already on disk."""
+    """episode_id → (latest attempt, status) for episodes already on disk (a run that
+    stopped with thousands of per-episode files left has them merged first, so the view
+    does not open each one)."""
+    from edv_ray.results.store import compact_stage
     from edv_ray.results.views import connect
+    from edv_ray.runtime.batch import COMPACT_EVERY
 
+    compact_stage(run_dir, stage, min_files=COMPACT_EVERY)
     con = connect(run_dir)
     rows = con.execute(
         "SELECT episode_id, attempt, status FROM episodes WHERE stage = ?", [stage]

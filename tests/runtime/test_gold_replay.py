@@ -52,7 +52,11 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     assert roles["agent"] > 0 and roles["user_sim"] >= 20
 
 
-def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path):
+def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path, monkeypatch):
+    from edv_ray.results.store import segments
+    from edv_ray.runtime import batch
+
+    monkeypatch.setattr(batch, "COMPACT_EVERY", 5)  # merge files while episodes still run
     run_dir = _run(scripted_config(
         server.base_url, tmp_path,
         agents=[{"name": "gold", "model": "scripted", "prompt_strategy": "native_tools"}],
@@ -62,6 +66,17 @@ def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path)
         "SELECT count(*), count(*) FILTER (WHERE status = 'ok'), avg(CAST(success AS DOUBLE)) "
         "FROM episodes").fetchone()
     assert (n, ok, p1) == (20, 20, 1.0)
+    # compacted during the run (several segments) and at its end (no per-episode file
+    # left); every episode and every call is there exactly once
+    for table in ("episodes", "llm_calls"):
+        folder = run_dir / table / "stage=eval"
+        assert len(segments(folder)) >= 2
+        assert sorted(p.name for p in folder.iterdir()) == [p.name for p in segments(folder)]
+    con = connect(run_dir)
+    assert con.execute("SELECT count(*), count(DISTINCT episode_id) FROM episode_attempts"
+                       ).fetchone() == (20, 20)
+    assert con.execute("SELECT sum(llm_calls) FROM episodes").fetchone()[0] == con.execute(
+        "SELECT count(*) FROM llm_calls").fetchone()[0]
 
 
 def test_do_nothing_scores_zero_where_gold_changes_the_db(server, tmp_path):

@@ -137,32 +137,94 @@ def test_mock_domain_solo_grading_matches_tau2(server):
         assert sim.termination_reason.value == "agent_stop", task.id  # it saw `done`
 
 
-def test_compaction_keeps_every_attempt_and_resume(tmp_path):
-    from edv_ray.results.store import COMPACTED, RunStore, compact_stage
-    from edv_ray.results.views import connect
-    from edv_ray.runtime.plan import finished_attempts
-
-    store = RunStore(tmp_path)
-    for i in range(6):
+def _write_attempts(store, n):
+    for i in range(n):
         for attempt, status in ((1, "error"), (2, "ok")) if i < 2 else ((1, "ok"),):
             row = {"run_id": "r", "stage": "eval", "episode_id": f"e{i}", "attempt": attempt,
                    "status": status, "success": status == "ok", "task_id": f"t{i}",
                    "experiences": [], "retrieved_item_ids": [], "retrieved_banks": []}
             store.write_episode("eval", row, [{"run_id": "r", "episode_id": f"e{i}",
                                                "role": "agent", "latency_s": 0.1 * attempt}])
+
+
+def test_compaction_keeps_every_attempt_and_resume(tmp_path, monkeypatch):
+    from edv_ray.methods.jobkit import load_episode
+    from edv_ray.results import store as S
+    from edv_ray.results.views import connect
+    from edv_ray.runtime.plan import finished_attempts
+
+    monkeypatch.setattr(S, "COMPACT_CHUNK_FILES", 3)  # several chunks stream into one segment
+    store = S.RunStore(tmp_path)
+    _write_attempts(store, 6)
     before = finished_attempts(tmp_path, "eval")
-    assert compact_stage(tmp_path, "eval") == {"episodes": 8, "llm_calls": 8}
-    assert compact_stage(tmp_path, "eval") == {}  # nothing left to merge
+    assert S.compact_stage(tmp_path, "eval", min_files=9) == {}  # below the threshold
+    assert S.compact_stage(tmp_path, "eval") == {"episodes": 8, "llm_calls": 8}
+    assert S.compact_stage(tmp_path, "eval") == {}  # nothing left to merge
     folder = tmp_path / "episodes" / "stage=eval"
-    assert [p.name for p in folder.iterdir()] == [COMPACTED]
+    assert [p.name for p in folder.iterdir()] == ["compacted-00001.parquet"]
     assert finished_attempts(tmp_path, "eval") == before
     assert before["e0"] == (2, "ok") and before["e5"] == (1, "ok")
-    # a resumed attempt written next to the compacted file, then a second compaction
+    assert load_episode(str(tmp_path), "eval", "e0")["attempt"] == 2
+    # a resumed attempt written next to the segment, then a second compaction: a new segment
     store.write_episode("eval", {"run_id": "r", "stage": "eval", "episode_id": "e5",
                                  "attempt": 2, "status": "ok", "experiences": [],
                                  "retrieved_item_ids": [], "retrieved_banks": []}, [])
-    assert compact_stage(tmp_path, "eval")["episodes"] == 9
+    assert load_episode(str(tmp_path), "eval", "e5")["attempt"] == 2  # file beats segment
+    assert S.compact_stage(tmp_path, "eval") == {"episodes": 1, "llm_calls": 0}
+    assert [p.name for p in S.segments(folder)] == ["compacted-00001.parquet",
+                                                    "compacted-00002.parquet"]
+    # a merged file of an earlier version is read as a segment and never overwritten
+    (folder / "compacted-00002.parquet").rename(folder / S.COMPACTED)
+    store.write_episode("eval", {"run_id": "r", "stage": "eval", "episode_id": "e6",
+                                 "attempt": 1, "status": "ok", "experiences": [],
+                                 "retrieved_item_ids": [], "retrieved_banks": []}, [])
+    assert S.compact_stage(tmp_path, "eval", tables=("episodes",)) == {"episodes": 1}
+    assert [p.name for p in S.segments(folder)] == [
+        "compacted-00001.parquet", "compacted-00002.parquet", S.COMPACTED]
+    assert load_episode(str(tmp_path), "eval", "e5")["attempt"] == 2
     con = connect(tmp_path)
-    assert con.execute("SELECT count(*) FROM episode_attempts").fetchone()[0] == 9
-    assert con.execute("SELECT count(*) FROM episodes").fetchone()[0] == 6
+    assert con.execute("SELECT count(*) FROM episode_attempts").fetchone()[0] == 10
+    assert con.execute("SELECT count(*) FROM episodes").fetchone()[0] == 7
     assert con.execute("SELECT count(*) FROM llm_calls").fetchone()[0] == 8
+
+
+def test_compaction_that_crashed_loses_and_duplicates_nothing(tmp_path):
+    from edv_ray.results import store as S
+    from edv_ray.results.parquet_io import write_text_atomic
+    from edv_ray.results.views import connect
+
+    store = S.RunStore(tmp_path)
+    _write_attempts(store, 4)
+    folder = tmp_path / "episodes" / "stage=eval"
+    inputs = sorted(p.name for p in folder.glob("*.parquet"))
+    # crashed before its segment appeared: the listing is dropped, the files stay
+    write_text_atomic(folder / ".compacted-00001.parquet.inputs", "\n".join(inputs))
+    S.compact_stage(tmp_path, "eval", tables=("episodes",), min_files=100)
+    assert not list(folder.glob(".*.inputs")) and len(list(folder.glob("*.parquet"))) == 6
+    # crashed after the segment appeared but before every input was deleted
+    assert S.compact_stage(tmp_path, "eval", tables=("episodes",)) == {"episodes": 6}
+    (folder / inputs[0]).write_bytes(b"")  # a leftover the listing names (content moot)
+    write_text_atomic(folder / ".compacted-00001.parquet.inputs", "\n".join(inputs))
+    assert S.compact_stage(tmp_path, "eval", tables=("episodes",)) == {}
+    assert [p.name for p in folder.iterdir()] == ["compacted-00001.parquet"]
+    assert connect(tmp_path).execute("SELECT count(*) FROM episode_attempts").fetchone()[0] == 6
+
+
+def test_tool_schemas_are_parsed_once_per_process_and_match_tau2():
+    from tau2.environment.tool import Tool
+
+    from edv_ray.envs.tau2 import tool_cache
+
+    state = domain_state("airline")  # installs the cache
+    first = state.fresh_env()
+    parsed = tool_cache.cached_schemas()
+    second = state.fresh_env(solo_mode=False)
+    assert tool_cache.cached_schemas() == parsed  # a second episode parses nothing new
+    tools, before = second.get_tools(), {t.name: t for t in first.get_tools()}
+    assert len(tools) > 5
+    for tool in tools:
+        own = tool_cache.ORIGINAL(Tool, tool.__signature__, tool.__doc__, {})
+        assert tool.openai_schema["function"]["parameters"] == own["params"].model_json_schema()
+        assert tool.short_desc == own["short_desc"]
+        # each episode's tools call its own toolkit (its own database), never another's
+        assert tool._func.__self__ is not before[tool.name]._func.__self__
