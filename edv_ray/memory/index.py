@@ -5,22 +5,21 @@ A :class:`PartitionIndex` holds the unit embeddings of one (bank, owner) partiti
 needs, kept up to date on every insert so that no Python predicate runs per item per
 query:
 
-* one domain code per row (``int32`` array) and, per domain, a packed bitmap of its rows
-  (extended lazily over the rows added since the last query);
-* per source task, the rows whose item came from it (leave-one-task-out clears those
-  bits).
+* one domain code per row (``int32`` array) and, per domain, its rows (extended lazily
+  over the rows added since the last query);
+* per source task, the rows whose item came from it (leave-one-task-out drops those).
 
-Search is exact (one matrix-vector product, ties broken on ``item_id``) while the
-partition has fewer than ``ann_threshold`` rows, or when faiss is not installed. Above it
-a faiss IVF index with 8-bit scalar-quantised codes (``IndexIVFScalarQuantizer``, inner
-product; a quarter of the float32 memory and ~3x faster to scan) is built on first
-search; candidates are re-scored exactly from the stored float32 rows. Rows added later are
-scanned exactly until 1,024 have accumulated, then added to it in one batch (faiss adds
-are cheap per batch, not per row); it is retrained when the partition has grown 4x. The
-filters run *inside* the faiss search as an ``IDSelectorBitmap``, so excluded items never
-take a slot of the result; if the probed lists hold fewer than ``k`` allowed items the
-search is repeated with more lists, and finally falls back to the exact search. Returned
-scores are recomputed from the stored float32 rows, so both paths score alike.
+Search is exact (one matrix-vector product, ties broken on ``item_id``) for a domain with
+fewer than ``ann_threshold`` rows, or when faiss is not installed. A domain above it gets
+its own faiss IVF index (:class:`~edv_ray.memory.ivf.DomainIVF`, 8-bit codes), built on
+first search: the domain filter is the index itself, and leave-one-task-out runs *inside*
+the faiss search as an ``IDSelectorBitmap``, so excluded items never take a slot of the
+result. Candidates are re-scored exactly from the stored float32 rows, so both paths score
+alike. Rows added later are scanned exactly until 1,024 have accumulated, then added to the
+index in one batch (faiss adds are cheap per batch, not per row); an index is retrained
+when its domain has grown 4x. If the probed lists hold fewer than ``k`` allowed items the
+search is repeated with more lists, and finally falls back to the exact search. A search
+over every domain merges each domain's candidates.
 
 All methods take the index's own lock: faiss ``add`` must not run alongside a search.
 faiss is imported only when an ANN index is first built.
@@ -34,12 +33,12 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
+from edv_ray.memory.ivf import DomainIVF, default_nprobe
+
 log = logging.getLogger(__name__)
 
-DEFAULT_ANN_THRESHOLD = 20_000  # rows; below it exact numpy search (~1 ms) is used
-DEFAULT_NPROBE = None  # IVF lists probed first: None = max(8, nlist // 64)
-RETRAIN_GROWTH = 4  # retrain the IVF quantizer when the partition grew this much
-TAIL_ROWS = 1024  # rows added since the last sync are scanned exactly until this many
+DEFAULT_ANN_THRESHOLD = 20_000  # rows of a domain; below it exact numpy search (~1 ms)
+DEFAULT_NPROBE = None  # IVF lists probed first: None = ivf.default_nprobe(nlist)
 ANY_DOMAIN = object()  # search(domain=ANY_DOMAIN): no domain filter (domain=None: items without one)
 
 _faiss = None
@@ -63,12 +62,6 @@ def faiss_available() -> bool:
     return _load_faiss() is not None
 
 
-def choose_nlist(n: int) -> int:
-    """IVF list count: the power of two nearest 2*sqrt(n), at least 16."""
-    target = max(16.0, 2.0 * np.sqrt(max(n, 1)))
-    return int(2 ** round(np.log2(target)))
-
-
 class PartitionIndex:
     """Embeddings + filter structures of one partition, searchable with filters."""
 
@@ -87,12 +80,11 @@ class PartitionIndex:
         self._codes = np.zeros(0, dtype=np.int32)
         self._ids: list[str] = []
         self._domains: dict[object, int] = {}  # domain value (None allowed) -> code
-        self._domain_bits: dict[int, tuple[np.ndarray, int]] = {}  # code -> (packed, rows covered)
+        self._domain_rows_cache: dict[int, tuple[np.ndarray, int]] = {}  # code -> (rows, covered)
+        self._domain_n: dict[int, int] = {}  # code -> rows
         self._task_rows: dict[str, list[int]] = {}
         self._task_arrays: dict[str, np.ndarray] = {}  # cache of _task_rows as arrays
-        self._ann = None  # faiss IVF-SQ8 index over rows [0, _ann.ntotal)
-        self._quantizer = None  # kept alive alongside _ann
-        self._trained_n = 0
+        self._ivf: dict[int, DomainIVF] = {}  # domain code -> its IVF (large domains only)
         self._lock = threading.Lock()
         # search counters: ANN searches, extra probe rounds, ANN searches answered exactly
         self.stats = {"ann": 0, "reprobe": 0, "exact_fallback": 0}
@@ -131,6 +123,8 @@ class PartitionIndex:
             self._vecs[start : start + m] = vecs
             codes = [self._domains.setdefault(d, len(self._domains)) for d in domains]
             self._codes[start : start + m] = codes
+            for code in codes:
+                self._domain_n[code] = self._domain_n.get(code, 0) + 1
             self._ids.extend(item_ids)
             for row, tasks in enumerate(task_ids, start):
                 for task in dict.fromkeys(tasks):
@@ -172,24 +166,36 @@ class PartitionIndex:
 
     @property
     def uses_ann(self) -> bool:
-        """Whether searches go through the ANN index (partition above the threshold)."""
-        return self._n >= self.ann_threshold and faiss_available()
+        """Whether some domain is searched through an ANN index (above the threshold)."""
+        return (any(n >= self.ann_threshold for n in self._domain_n.values())
+                and faiss_available())
 
     @property
     def nprobe_in_use(self) -> int | None:
-        """IVF lists probed first by the built ANN index (None before it is built)."""
-        if self._ann is None:
+        """IVF lists probed first in the largest domain's index (None before one is built)."""
+        if not self._ivf:
             return None
-        return min(self.nprobe or max(8, int(self._ann.nlist) // 64), int(self._ann.nlist))
+        return self._nprobe(max(self._ivf.values(), key=lambda ivf: ivf.rows.size))
+
+    def ann_lists(self) -> dict[object, tuple[int, int]]:
+        """domain -> (rows in its IVF index, IVF lists), for the domains that have one."""
+        names = {code: d for d, code in self._domains.items()}
+        return {names[c]: (int(ivf.ann.ntotal), ivf.nlist) for c, ivf in self._ivf.items()}
+
+    def _nprobe(self, ivf: DomainIVF) -> int:
+        return min(self.nprobe or default_nprobe(ivf.nlist), ivf.nlist)
 
     def build(self, progress: Callable[[str, int, int], None] | None = None) -> None:
-        """Build (or bring up to date) the ANN index now instead of at the next search.
+        """Build (or bring up to date) the ANN indexes now instead of at the next search.
 
         ``progress(stage, done, total)`` is called while training and adding rows.
         """
         with self._lock:
             if self.uses_ann:
-                self._sync_ann(progress)
+                for code in list(self._domain_n):
+                    rows = self._domain_rows(code)
+                    if rows.size >= self.ann_threshold:
+                        self._domain_ivf(code, rows, progress)
 
     def search(
         self,
@@ -256,104 +262,58 @@ class PartitionIndex:
         return [(int(rows[j]), float(scores[j])) for j in order[:k]]
 
     # ------------------------------------------------------------------ ANN path
-    def _sync_ann(self, progress: Callable[[str, int, int], None] | None = None) -> None:
-        faiss = _load_faiss()
-        if self._ann is None or self._n >= RETRAIN_GROWTH * self._trained_n:
-            nlist = max(1, min(choose_nlist(self._n), self._n // 40))  # >= 40 rows a list
-            quantizer = faiss.IndexFlatIP(self.dim)
-            ann = faiss.IndexIVFScalarQuantizer(
-                quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit,
-                faiss.METRIC_INNER_PRODUCT,
-            )
-            ann.cp.niter = 12
-            ann.cp.seed = 1234
-            n_train = min(self._n, 40 * nlist)
-            rng = np.random.default_rng(0)
-            rows = np.sort(rng.choice(self._n, size=n_train, replace=False))
-            if progress:
-                progress("train", 0, n_train)
-            ann.train(np.ascontiguousarray(self._vecs[rows]))
-            self._ann, self._quantizer, self._trained_n = ann, quantizer, self._n
-        added = int(self._ann.ntotal)
-        step = 65_536
-        for lo in range(added, self._n, step):  # faiss ids = row numbers
-            self._ann.add(np.ascontiguousarray(self._vecs[lo : min(lo + step, self._n)]))
-            if progress:
-                progress("add", min(lo + step, self._n) - added, self._n - added)
-
-    def _allowed_bitmap(self, excluded: np.ndarray, domain: object) -> np.ndarray | None:
-        """Packed little-endian bitmap of allowed rows (faiss layout), None = all rows."""
-        if domain is ANY_DOMAIN and excluded.size == 0:
-            return None
-        nbytes = (self._n + 7) // 8
-        if domain is ANY_DOMAIN:
-            bits = np.full(nbytes, 0xFF, dtype=np.uint8)
-        else:
-            bits = self._domain_bitmap(self._domains[domain])[:nbytes].copy()
-        if excluded.size:
-            masks = np.left_shift(1, excluded & 7).astype(np.uint8)
-            np.bitwise_and.at(bits, excluded >> 3, np.invert(masks))
-        return bits  # bits past self._n are never consulted: faiss ids stop at _n - 1
-
-    def _domain_bitmap(self, code: int) -> np.ndarray:
-        packed, covered = self._domain_bits.get(code, (np.zeros(0, dtype=np.uint8), 0))
+    def _domain_rows(self, code: int) -> np.ndarray:
+        rows, covered = self._domain_rows_cache.get(code, (np.zeros(0, dtype=np.int64), 0))
         if covered < self._n:
-            lo = (covered // 8) * 8  # redo the partial byte
-            tail = np.packbits(self._codes[lo : self._n] == code, bitorder="little")
-            need = lo // 8 + tail.size
-            if need > packed.size:
-                grown = np.zeros(max(need, 2 * packed.size), dtype=np.uint8)
-                grown[: packed.size] = packed
-                packed = grown
-            packed[lo // 8 : need] = tail
-            self._domain_bits[code] = (packed, self._n)
-        return packed
+            new = np.flatnonzero(self._codes[covered : self._n] == code) + covered
+            rows = np.concatenate([rows, new]) if new.size else rows
+            self._domain_rows_cache[code] = (rows, self._n)
+        return rows
+
+    def _domain_ivf(self, code: int, rows: np.ndarray,
+                    progress: Callable[[str, int, int], None] | None = None) -> DomainIVF:
+        ivf = self._ivf.get(code)
+        if ivf is None:
+            ivf = self._ivf[code] = DomainIVF(_load_faiss(), self.dim)
+        if ivf.stale(self._n, rows.size):
+            ivf.sync(self._vecs, rows, self._n, progress)
+        return ivf
 
     def _ann_search(
         self, query: np.ndarray, k: int, tau: float, excluded: np.ndarray, domain: object
     ) -> list[tuple[int, float]] | None:
-        """ANN hits, or None when too few allowed items were found (caller goes exact)."""
-        faiss = _load_faiss()
+        """ANN hits, or None when a domain's index found too few allowed items (the
+        caller then searches exactly)."""
         self.stats["ann"] += 1
-        if (
-            self._ann is None
-            or self._n >= RETRAIN_GROWTH * self._trained_n
-            or self._n - self._ann.ntotal >= TAIL_ROWS
-        ):
-            self._sync_ann()
-        bits = self._allowed_bitmap(excluded, domain)
-        params = faiss.SearchParametersIVF()
-        if bits is not None:
-            selector = faiss.IDSelectorBitmap(bits.size, faiss.swig_ptr(bits))
-            params.sel = selector  # `selector` and `bits` stay alive until the search ends
+        codes = list(self._domain_n) if domain is ANY_DOMAIN else [self._domains[domain]]
         # over-fetch: the 8-bit scores only shortlist; the exact re-score ranks (and ties)
         fetch = max(4 * k, k + 32)
-        nlist = int(self._ann.nlist)
-        nprobe = self.nprobe_in_use
-        q = np.ascontiguousarray(query[None, :])
-        while True:
-            params.nprobe = nprobe
-            _, ids = self._ann.search(q, fetch, params=params)
-            rows = ids[0][ids[0] >= 0]
-            if rows.size >= k:
-                break
-            if nprobe >= nlist // 8:
+        shortlist = []
+        for code in codes:
+            rows = self._domain_rows(code)
+            if rows.size < self.ann_threshold:
+                shortlist.append(self._exact_shortlist(query, rows, excluded, fetch))
+                continue
+            ivf = self._domain_ivf(code, rows)
+            found = ivf.search(query, fetch, k, self._nprobe(ivf), excluded, self.stats)
+            if found is None:
                 self.stats["exact_fallback"] += 1
                 return None  # very selective filter: the exact search is the cheaper answer
-            self.stats["reprobe"] += 1
-            nprobe = min(nprobe * 4, nlist)
-        rows = np.concatenate([rows, self._tail_rows(excluded, domain)])
+            tail = rows[ivf.rows.size :]  # added since the last sync: scanned exactly
+            if excluded.size and tail.size:
+                tail = tail[~np.isin(tail, excluded)]
+            shortlist += [found, tail]
+        rows = np.concatenate(shortlist)
         scores = self._vecs[rows] @ query
         keep = scores >= tau
         return self._rank(rows[keep], scores[keep], k)
 
-    def _tail_rows(self, excluded: np.ndarray, domain: object) -> np.ndarray:
-        """Allowed rows added since the last ANN sync (searched exactly, < TAIL_ROWS)."""
-        lo = int(self._ann.ntotal)
-        if lo >= self._n:
-            return np.zeros(0, dtype=np.int64)
-        keep = np.ones(self._n - lo, dtype=bool)
-        if domain is not ANY_DOMAIN:
-            keep &= self._codes[lo : self._n] == self._domains[domain]
-        keep[excluded[excluded >= lo] - lo] = False
-        return np.flatnonzero(keep) + lo
+    def _exact_shortlist(self, query: np.ndarray, rows: np.ndarray, excluded: np.ndarray,
+                         fetch: int) -> np.ndarray:
+        """The allowed rows of a small domain scoring at least the ``fetch``-th best."""
+        if excluded.size:
+            rows = rows[~np.isin(rows, excluded)]
+        if rows.size <= fetch:
+            return rows
+        scores = self._vecs[rows] @ query
+        return rows[scores >= np.partition(scores, rows.size - fetch)[rows.size - fetch]]

@@ -43,18 +43,20 @@ def rows(hits):
     return [r for r, _ in hits]
 
 
-def test_small_partition_is_exact_and_large_uses_ann():
+def test_small_domains_are_exact_and_large_ones_get_their_own_ann_index():
     small, _ = make_index(300, threshold=1000)
-    big, _ = make_index(1200, threshold=1000)
+    big, (_, _, domains, _, _) = make_index(1200, threshold=300)
     assert not small.uses_ann and big.uses_ann
     big.build()
-    assert big._ann is not None and big._ann.ntotal == 1200
+    assert big.ann_lists().keys() == set(DOMAINS)  # one IVF index per domain
+    assert {d: n for d, (n, _) in big.ann_lists().items()} == {
+        d: domains.count(d) for d in DOMAINS}
 
 
 def test_ann_with_all_lists_equals_exact_under_domain_and_task_filters():
     index, (_, _, _, tasks, topics) = make_index(3000, threshold=100)
     index.build()
-    index.nprobe = int(index._ann.nlist)  # probing every list makes the ANN search exhaustive
+    index.nprobe = 10**6  # probing every list makes the ANN search exhaustive
     rng = np.random.default_rng(1)
     for qi in range(40):
         q = unit(topics[qi % len(topics)] + 0.3 * rng.standard_normal(DIM) / np.sqrt(DIM))
@@ -126,10 +128,10 @@ def test_very_selective_filter_still_finds_every_allowed_item():
 def test_add_after_build_is_searchable_and_retrains_when_grown():
     index, _ = make_index(1000, threshold=100)
     index.build()
-    first_nlist = index._ann.nlist
+    first = index.ann_lists()
     q = unit(np.random.default_rng(11).standard_normal(DIM))
     index.add(q, "new", "airline", ["tnew"])  # cheap: lands in the exactly-scanned tail
-    assert index._ann.ntotal == 1000
+    assert index.ann_lists() == first
     assert rows(index.search(q, 1, domain="airline")) == [1000]
     assert rows(index.search(q, 1, domain="retail")) != [1000]
     assert 1000 not in rows(index.search(q, 3, exclude_task_ids={"tnew"}, domain="airline"))
@@ -137,11 +139,15 @@ def test_add_after_build_is_searchable_and_retrains_when_grown():
     index.add_many(more[0], [f"m{i}" for i in range(1500)], more[2], more[3])
     hits = index.search(q, 1, domain="airline")  # tail > TAIL_ROWS: moved into the index
     assert rows(hits) == [1000] and hits[0][1] == pytest.approx(1.0, abs=1e-5)
-    assert index._ann.ntotal == 2501 and index._ann.nlist == first_nlist
+    rows_in, lists = index.ann_lists()["airline"]
+    assert rows_in == first["airline"][0] + 1 + more[2].count("airline")
+    assert lists == first["airline"][1]
     index.add_many(more[0], [f"n{i}" for i in range(1500)], more[2], more[3])
     index.add_many(more[0], [f"o{i}" for i in range(1500)], more[2], more[3])
     assert rows(index.search(q, 1, domain="airline")) == [1000]
-    assert index._ann.ntotal == 5501 and index._ann.nlist > first_nlist  # retrained at 4x
+    rows_in, lists = index.ann_lists()["airline"]
+    assert rows_in == first["airline"][0] + 1 + 3 * more[2].count("airline")
+    assert lists > first["airline"][1]  # retrained at 4x
 
 
 def test_ties_break_on_item_id_in_both_paths_and_tau_applies():
@@ -234,7 +240,7 @@ def test_bank_retrieve_ann_agrees_with_exact(items):
         agree += len(set(_ids(a)) & set(_ids(e)))
         total += 5
     assert agree / total >= 0.9
-    assert ann_bank._parts[("shared", None)].index._ann is not None  # the ANN path ran
+    assert ann_bank._parts[("shared", None)].index.ann_lists()  # the ANN path ran
 
 
 def test_bank_save_load_rebuilds_the_index(tmp_path, items):
@@ -245,7 +251,7 @@ def test_bank_save_load_rebuilds_the_index(tmp_path, items):
     exact = MemoryBank.load(tmp_path / "memory")  # default threshold: exact search
     assert len(loaded) == len(exact) == 1600
     part = loaded._parts[("shared", None)]
-    assert part.index._ann is None and part.index.uses_ann  # built lazily, on first search
+    assert not part.index.ann_lists() and part.index.uses_ann  # built lazily, on first search
     assert not exact._parts[("shared", None)].index.uses_ann
     agree = total = 0
     for q, ex, dom in _queries(items, 20):
@@ -256,7 +262,7 @@ def test_bank_save_load_rebuilds_the_index(tmp_path, items):
         agree += len(set(got) & set(want))
         total += len(want)
     assert agree / total >= 0.9
-    assert part.index._ann.ntotal == len(part.items)
+    assert sum(n for n, _ in part.index.ann_lists().values()) == len(part.items)
     vec = unit(np.random.default_rng(13).standard_normal(DIM))
     new = MemoryItem.model_validate(
         items[1].model_dump() | {"item_id": "", "rule": "Brand new.", "embedding": vec.tolist()}
