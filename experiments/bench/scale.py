@@ -5,7 +5,7 @@ per-episode Parquet files, with and without compaction.
 
     .venv/bin/python experiments/bench/scale.py                        # the default grid
     .venv/bin/python experiments/bench/scale.py --grid 1:128:2 --episodes 1000
-    .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000
+    .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000 --uncompacted-files 10000
 
 Grid entries are ``delay_s:in_flight:workers``. Printed per entry: wall, throughput, the
 LLM-bound ideal (each episode's calls × delay packed into the in-flight slots) and the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,7 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int) -> dict:
                      "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900},
             llm={"timeout_s": 60, "max_retries": 2}))
         cfg, run_id, run_dir = pipeline.prepare_from(cfg)
-        sampler = TreeSampler(period_s=0.5).start()
+        sampler = TreeSampler(period_s=0.5, named={proc.pid: "server"}).start()
         t0 = time.time()
         pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True), show_progress=False)
         wall = time.time() - t0
@@ -88,6 +89,8 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int) -> dict:
         "SELECT count(*) FROM llm_calls GROUP BY episode_id ORDER BY min(started_at)").fetchall()]
     lat, p95 = con.execute("SELECT avg(latency_s), quantile_cont(latency_s, 0.95) "
                            "FROM llm_calls").fetchone()
+    con.close()
+    shutil.rmtree(out, ignore_errors=True)
     phase = last - first
     ideal = ideal_wall(calls, delay, in_flight)
     rss = sampler.peak_rss_mb()
@@ -116,6 +119,9 @@ def parquet_files(n_files: int, compact: bool) -> dict:
                    episode_id=f"eval-e0-mock-t{i}", agent="gold", status="ok", success=i % 3 > 0,
                    reward=float(i % 3 > 0), wall_s=1.0, started_at=float(i))
         write_rows_atomic([row], store.episode_path("eval", row["episode_id"], 1), EPISODE_SCHEMA)
+        if (i + 1) % 10_000 == 0 or i + 1 == n_files:
+            print(f"\r  wrote {i + 1:,}/{n_files:,} episode files", end="", flush=True)
+    print(flush=True)
     written = time.time() - t0
     out = dict(files=n_files, write_s=written, compact_s=None)
     if compact:
@@ -125,12 +131,16 @@ def parquet_files(n_files: int, compact: bool) -> dict:
     t0 = time.time()
     listed = sum(len(fs) for _d, _s, fs in os.walk(run_dir / "episodes"))
     out["list_s"], out["listed"] = time.time() - t0, listed
+    print(f"  {'compacted' if compact else 'per-episode'} files: building the DuckDB views",
+          flush=True)
     t0 = time.time()
     con = connect(run_dir)
     out["connect_s"] = time.time() - t0
     t0 = time.time()
     n, _p1 = con.execute("SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
     out["query_s"], out["rows"] = time.time() - t0, n
+    con.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
     return out
 
 
@@ -142,7 +152,11 @@ def main() -> int:
     ap.add_argument("--grid", default="1:64:1,1:128:2,1:256:4,5:256:2",
                     help="comma list of delay_s:in_flight:workers")
     ap.add_argument("--episodes", type=int, default=1000)
-    ap.add_argument("--files", type=int, default=100_000)
+    ap.add_argument("--files", type=int, default=100_000,
+                    help="episode files written, then compacted and queried")
+    ap.add_argument("--uncompacted-files", type=int, default=10_000,
+                    help="episode files queried without compaction (DuckDB's views over "
+                         "10⁵ one-row files took >16 GB and were OOM-killed on 24 GB)")
     ap.add_argument("--skip-runs", action="store_true")
     ap.add_argument("--skip-files", action="store_true")
     args = ap.parse_args()
@@ -157,21 +171,24 @@ def main() -> int:
             d, f, w = entry.split(":")
             r = run_one(float(d), int(f), int(w), args.episodes)
             cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
+            cores = {g: v / r["phase"] for g, v in r["cpu"].items()}
             table.add_row(d, f, w, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
                           f"{r['phase']:.1f}", f"{r['ideal']:.1f}",
                           f"{r['ideal'] / r['phase']:.2f}", f"{r['eps']:.1f}",
                           f"{r['lat']:.2f}/{r['p95']:.2f}", f"{r['driver_mb']:.0f}",
                           f"{r['workers_mb']:.0f}", f"{cpu / max(1, r['episodes']):.3f}")
-            console.print(f"done {entry}: {r['episodes']} episodes, phase {r['phase']:.1f}s")
+            console.print(f"done {entry}: {r['episodes']} episodes, phase {r['phase']:.1f}s; "
+                          "cores busy during the phase: " + ", ".join(
+                              f"{g} {c:.2f}" for g, c in sorted(cores.items())))
         console.print(table)
     if not args.skip_files:
-        table = Table(title=f"{args.files:,} one-row episode files")
-        for col in ("compacted", "write s", "compact s", "list s", "files listed",
+        table = Table(title="one-row episode files: listing and DuckDB, before/after compaction")
+        for col in ("episodes", "compacted", "write s", "compact s", "list s", "files listed",
                     "connect s", "query s", "rows"):
             table.add_column(col, justify="right")
-        for compact in (False, True):
-            r = parquet_files(args.files, compact)
-            table.add_row(str(compact), f"{r['write_s']:.1f}",
+        for n, compact in ((args.uncompacted_files, False), (args.files, True)):
+            r = parquet_files(n, compact)
+            table.add_row(f"{n:,}", str(compact), f"{r['write_s']:.1f}",
                           "-" if r["compact_s"] is None else f"{r['compact_s']:.1f}",
                           f"{r['list_s']:.2f}", str(r["listed"]), f"{r['connect_s']:.2f}",
                           f"{r['query_s']:.2f}", str(r["rows"]))
