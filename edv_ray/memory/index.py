@@ -80,7 +80,8 @@ class PartitionIndex:
         self._codes = np.zeros(0, dtype=np.int32)
         self._ids: list[str] = []
         self._domains: dict[object, int] = {}  # domain value (None allowed) -> code
-        self._domain_rows_cache: dict[int, tuple[np.ndarray, int]] = {}  # code -> (rows, covered)
+        # code -> (row buffer, rows in it, partition rows scanned so far)
+        self._domain_rows_cache: dict[int, tuple[np.ndarray, int, int]] = {}
         self._domain_n: dict[int, int] = {}  # code -> rows
         self._task_rows: dict[str, list[int]] = {}
         self._task_arrays: dict[str, np.ndarray] = {}  # cache of _task_rows as arrays
@@ -263,12 +264,20 @@ class PartitionIndex:
 
     # ------------------------------------------------------------------ ANN path
     def _domain_rows(self, code: int) -> np.ndarray:
-        rows, covered = self._domain_rows_cache.get(code, (np.zeros(0, dtype=np.int64), 0))
+        """The domain's rows, increasing (a view; extended over rows added since the last
+        call into a buffer that doubles, so one add between searches costs O(1))."""
+        buf, count, covered = self._domain_rows_cache.get(
+            code, (np.zeros(16, dtype=np.int64), 0, 0))
         if covered < self._n:
             new = np.flatnonzero(self._codes[covered : self._n] == code) + covered
-            rows = np.concatenate([rows, new]) if new.size else rows
-            self._domain_rows_cache[code] = (rows, self._n)
-        return rows
+            if count + new.size > buf.size:
+                grown = np.zeros(max(2 * buf.size, count + new.size), dtype=np.int64)
+                grown[:count] = buf[:count]
+                buf = grown
+            buf[count : count + new.size] = new
+            count += new.size
+            self._domain_rows_cache[code] = (buf, count, self._n)
+        return buf[:count]
 
     def _domain_ivf(self, code: int, rows: np.ndarray,
                     progress: Callable[[str, int, int], None] | None = None) -> DomainIVF:
