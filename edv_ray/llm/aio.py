@@ -84,13 +84,6 @@ def _get() -> _Loop:
         return _state
 
 
-def http_client() -> httpx2.AsyncClient:
-    """The shared pool (use it only from coroutines run by :func:`run_bounded`)."""
-    http = _get().http
-    assert http is not None
-    return http
-
-
 def openai_client(api_base: str | None, api_key: str) -> openai.AsyncOpenAI:
     """This process's ``AsyncOpenAI`` for one endpoint and key, on the shared pool, without
     SDK retries (ours are in :class:`~edv_ray.llm.client.LLMClient`). Use it only from

@@ -171,13 +171,6 @@ class PartitionIndex:
         return (any(n >= self.ann_threshold for n in self._domain_n.values())
                 and faiss_available())
 
-    @property
-    def nprobe_in_use(self) -> int | None:
-        """IVF lists probed first in the largest domain's index (None before one is built)."""
-        if not self._ivf:
-            return None
-        return self._nprobe(max(self._ivf.values(), key=lambda ivf: ivf.rows.size))
-
     def ann_lists(self) -> dict[object, tuple[int, int]]:
         """domain -> (rows in its IVF index, IVF lists), for the domains that have one."""
         names = {code: d for d, code in self._domains.items()}

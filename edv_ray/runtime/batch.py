@@ -105,7 +105,7 @@ class EpisodeRunner:
 
         def on_result(result: dict[str, Any]) -> None:
             stats.add(result)
-            if stats.done % COMPACT_EVERY == 0 and not any(not f.done() for f in pending):
+            if stats.done % COMPACT_EVERY == 0 and all(f.done() for f in pending):
                 pending[:] = [compactor.submit(compact_stage, self.store.run_dir, stage,
                                                min_files=COMPACT_EVERY) for stage in stages]
 

@@ -1,11 +1,12 @@
 """Build each τ²-bench tool's schema once per process instead of once per episode.
 
-τ²-bench makes a fresh ``Tool`` for every toolkit method whenever tools are listed (the
-environment lists them when it is built and again for solo mode, the agent once more), and
+τ²-bench makes a fresh ``Tool`` for every toolkit method whenever tools are listed, and
 ``Tool.parse_data`` parses the docstring and builds two pydantic models with
-``create_model`` every time. For one episode that is tens of model classes, all identical to
-the last episode's: py-spy put it at ~13 % of an episode worker's CPU at 128 episodes in
-flight (``experiments/bench/scale.py``).
+``create_model`` every time. Our agents already take their tool lists from a per-process
+cache (``episode.episode_tools``), but τ²-bench lists them again inside its own code
+(``Environment.set_solo_mode`` validates the tools, the solo agent builds its stop tool):
+tens of model classes per episode, all identical to the last episode's. py-spy put it at
+~13 % of an episode worker's CPU at 128 episodes in flight (``experiments/bench/scale.py``).
 
 ``parse_data`` depends only on the function's signature, its docstring and the names of the
 predefined arguments, so its result is memoised on exactly those. The pydantic model classes
