@@ -210,6 +210,9 @@ class RuntimeConfig(_Strict):
     trials: int = Field(1, ge=1)
     ray_address: str | None = None  # None = start a local Ray; "auto" = join a cluster
     num_cpus: int | None = Field(None, ge=1)
+    # a stage's first `concurrency` episodes start this far apart (later ones start as
+    # slots free up): starting all at once makes their model calls come back in waves
+    start_interval_s: float = Field(0.01, ge=0, le=10)
 
 
 class LLMConfig(_Strict):
@@ -219,6 +222,8 @@ class LLMConfig(_Strict):
     # consecutive connection-level failures that open an endpoint's circuit breaker; calls
     # then wait for it (bounded by their deadline) instead of failing
     breaker_threshold: int = Field(5, ge=1)
+    # litellm, or the OpenAI SDK for OpenAI-compatible endpoints (see llm/transport.py)
+    transport: Literal["litellm", "openai_sdk"] = "litellm"
 
 
 class WandbConfig(_Strict):

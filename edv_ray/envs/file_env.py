@@ -36,6 +36,9 @@ class FileEnv:
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         return self.episodes.render_trajectory(messages, max_chars)
 
+    def warm_up(self, bench, domain: str) -> None:
+        """Nothing to build per domain: the data files load (cached) with the first task."""
+
     def play(self, bench, spec, task, complete, experiences: list[str]):
         raise NotImplementedError
 

@@ -58,6 +58,10 @@ class Environment(Protocol):
     def run_episode(self, bench: Any, spec: Any, task: Any, agent_binding: Any,
                     user_binding: Any, experiences: ExperienceFn | None) -> EpisodeOutcome: ...
 
+    def warm_up(self, bench: Any, domain: str) -> None:
+        """Build, in this process, what every episode of ``domain`` shares (called on each
+        worker before a stage's episodes start; a no-op where nothing is shared)."""
+
 
 _ENVS: dict[str, str] = {  # benchmark.name → module defining ENV
     "tau2": "edv_ray.envs.tau2.env",

@@ -17,11 +17,13 @@ read the platform). The key lives only in this process's memory (as it does in t
 environment it came from); the cache is indexed by a hash of it.
 
 Transport cost matters at scale: one event loop serves every call of a worker (64–256 in
-flight), so per-call CPU on this loop is the harness's ceiling. The pool is an
+flight), so per-call CPU on this loop is the harness's ceiling. The pool is
 ``httpx2.AsyncClient`` (the OpenAI SDK's own transport): httpx 0.28's pool re-scans every
 connection — ``is_idle`` of all of them, for each one — whenever a request starts or ends,
 which at 64 connections took a third of a worker's CPU (measured with py-spy, see
-``experiments/bench/scale.py``); httpcore2 keeps that pass linear.
+``experiments/bench/scale.py``); httpcore2 keeps that pass linear, and the pool is split
+into ``POOL_SHARDS`` shards so that the pass (a socket probe per idle connection) covers a
+few connections, not all of them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import itertools
 import os
 import threading
 from typing import Any, Awaitable, Callable
@@ -44,14 +47,21 @@ _GRACE_S = 2.0
 # small pool, so threads stay bounded however many calls run or are abandoned
 EXECUTOR_THREADS = 4
 EXECUTOR_PREFIX = "edv-llm-exec"
+# the pool is split in shards, calls spread over them in turn: httpcore checks every idle
+# connection of a pool (a socket probe each) whenever a request starts or ends, so the cost
+# of a call grows with the connections of its pool; at 64 calls in flight on 128 warm
+# connections, one pool cost 15 ms of CPU a call, 8 shards 9 ms (experiments/bench/scale.py)
+POOL_SHARDS = 16
+SHARD_MAX_CONNECTIONS, SHARD_MAX_KEEPALIVE = 256, 64
 
 
 class _Loop:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        self.http: httpx2.AsyncClient | None = None
-        self.clients: dict[tuple[str | None, str], openai.AsyncOpenAI] = {}
+        self.pools: list[httpx2.AsyncClient] = []
+        self.clients: dict[tuple[str | None, str, int], openai.AsyncOpenAI] = {}
+        self.turn = itertools.count()
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
                                        name="edv-llm-loop")
@@ -62,12 +72,13 @@ class _Loop:
         asyncio.set_event_loop(self.loop)
         self.loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
             max_workers=EXECUTOR_THREADS, thread_name_prefix=EXECUTOR_PREFIX))
-        self.http = httpx2.AsyncClient(
-            limits=httpx2.Limits(max_connections=1024, max_keepalive_connections=256,
+        self.pools = [httpx2.AsyncClient(
+            limits=httpx2.Limits(max_connections=SHARD_MAX_CONNECTIONS,
+                                 max_keepalive_connections=SHARD_MAX_KEEPALIVE,
                                  keepalive_expiry=30.0),
             timeout=httpx2.Timeout(600.0, connect=30.0),
             follow_redirects=True,
-        )
+        ) for _ in range(POOL_SHARDS)]
         ready.set()
         self.loop.run_forever()
 
@@ -85,15 +96,17 @@ def _get() -> _Loop:
 
 
 def openai_client(api_base: str | None, api_key: str) -> openai.AsyncOpenAI:
-    """This process's ``AsyncOpenAI`` for one endpoint and key, on the shared pool, without
-    SDK retries (ours are in :class:`~edv_ray.llm.client.LLMClient`). Use it only from
-    coroutines run by :func:`run_bounded`; it is made once and reused."""
+    """An ``AsyncOpenAI`` for one endpoint and key on the shared pool (the next shard in
+    turn), without SDK retries (ours are in :class:`~edv_ray.llm.client.LLMClient`). Use
+    it only from coroutines run by :func:`run_bounded`; one per (endpoint, key, shard) is
+    made once and reused."""
     state = _get()
-    key = (api_base, hashlib.sha256(api_key.encode()).hexdigest())
+    shard = next(state.turn) % POOL_SHARDS
+    key = (api_base, hashlib.sha256(api_key.encode()).hexdigest(), shard)
     client = state.clients.get(key)
     if client is None:
         client = openai.AsyncOpenAI(api_key=api_key, base_url=api_base, max_retries=0,
-                                    http_client=state.http)
+                                    http_client=state.pools[shard])
         state.clients[key] = client
     return client
 
@@ -143,10 +156,9 @@ def open_tasks() -> int:
 
 
 def open_connections() -> int:
-    """Connections held by the shared pool (for leak checks in tests)."""
+    """Connections held by the shared pool, all shards (for leak checks in tests)."""
     state = _state
-    if state is None or state.pid != os.getpid() or state.http is None:
+    if state is None or state.pid != os.getpid():
         return 0
-    pool = getattr(state.http, "_transport", None)
-    pool = getattr(pool, "_pool", None)
-    return len(getattr(pool, "connections", []) or [])
+    pools = [getattr(getattr(h, "_transport", None), "_pool", None) for h in state.pools]
+    return sum(len(getattr(p, "connections", []) or []) for p in pools)

@@ -11,7 +11,9 @@ API keys are read from the environment at call time and never stored.
 Time bounds. Each attempt is bounded in *wall-clock* time by ``min(timeout_s, time left to
 the episode deadline)``, including a server that trickles its answer byte by byte (httpx
 timeouts alone bound each read, not the call). The attempt runs as a task on one shared
-background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion``; at the
+background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion`` (or, with
+``transport="openai_sdk"``, the OpenAI SDK for OpenAI-compatible endpoints:
+:mod:`edv_ray.llm.transport`); at the
 bound the task is cancelled, which closes its connection — no abandoned thread or socket
 is left behind, however many calls time out. An attempt cut short by the episode deadline
 raises :class:`EpisodeDeadlineExceeded`.
@@ -54,7 +56,7 @@ import litellm
 import openai
 
 from edv_ray.config import Sampling
-from edv_ray.llm import aio
+from edv_ray.llm.transport import Transport, request
 from edv_ray.llm.breaker import (
     BreakerRegistry,
     BreakerWaitExpired,
@@ -217,8 +219,9 @@ class LLMClient:
                  retry_budget_s: float = 300.0, backoff_base_s: float = 0.5,
                  backoff_cap_s: float = 8.0, breaker_threshold: int = 5,
                  probe_interval_s: float = 2.0, outage_wait_s: float = 600.0,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, transport: Transport = "litellm") -> None:
         self.timeout_s = timeout_s
+        self.transport = transport
         self.max_retries = max_retries
         self.retry_budget_s = retry_budget_s
         self.backoff_base_s = backoff_base_s
@@ -387,17 +390,4 @@ class LLMClient:
     def _attempt(self, kwargs: dict[str, Any], api_base: str | None, api_key: str,
                  bound: float) -> Any:
         """One request, abandoned (task cancelled, connection closed) after ``bound`` s."""
-        openai_like = kwargs["model"].startswith(("openai/", "hosted_vllm/"))
-
-        def make():
-            extra: dict[str, Any] = {}
-            if openai_like:  # our pooled transport (litellm would cache one per timeout)
-                extra["client"] = aio.openai_client(api_base, api_key)
-            # litellm's own timeout a little later: the wall bound must be what fires
-            return litellm.acompletion(timeout=bound + 1.0, api_base=api_base, api_key=api_key,
-                                       **extra, **kwargs)
-
-        resp = aio.run_bounded(make, bound)
-        if not getattr(resp, "choices", None):
-            raise json.JSONDecodeError("response has no choices", str(resp)[:200], 0)
-        return resp
+        return request(kwargs, api_base, api_key, bound, self.transport)

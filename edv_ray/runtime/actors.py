@@ -71,6 +71,7 @@ class EpisodeWorker:
 
         from edv_ray.envs.protocol import quiet_logs
         from edv_ray.llm.client import LLMClient
+        from edv_ray.llm.transport import warm_up
         from edv_ray.results.store import RunStore
 
         if state_name is not None:  # the run's RunState, by name — see EpisodeRunner
@@ -80,9 +81,24 @@ class EpisodeWorker:
         quiet_logs()
         self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
+        warm_up()  # the model-call path's first-use cost, paid before any episode waits on it
 
     def ready(self) -> bool:
         return True
+
+    def warm(self, benchmark: dict, domains: list[str]) -> None:
+        """Build what episodes of these domains share (databases, tool schemas) before
+        the first of them starts: otherwise a stage's first episodes all wait behind it."""
+        from edv_ray.config import parse_benchmark
+        from edv_ray.envs.protocol import get_env
+
+        bench = parse_benchmark(benchmark)
+        env = get_env(bench.name)
+        for domain in domains:
+            try:
+                env.warm_up(bench, domain)
+            except Exception:  # noqa: BLE001 - each episode then records the error itself
+                continue
 
     def run(self, spec_json: str) -> dict:
         from edv_ray.runtime.episode import run_episode

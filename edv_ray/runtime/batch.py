@@ -1,7 +1,13 @@
 """Batch layer: fan episode specs out over threaded Ray workers, with progress.
 
-* at most ``concurrency`` episodes in flight, spread over ``workers`` actors (a freed slot
-  is refilled on the least-loaded worker, so no worker queues while another idles);
+* at most ``concurrency`` episodes run at once: each worker actor runs its share of them
+  in threads, plus ``PREFETCH`` queued on it so a finished episode's thread starts the
+  next one without waiting for the driver (work goes to the worker with the most free
+  room, so no worker queues while another idles);
+* a stage's first ``concurrency`` episodes start ``runtime.start_interval_s`` apart, after
+  each worker has built the benchmark's shared state (``Environment.warm_up``): episodes
+  started in one burst call the model in one burst, the answers come back together and
+  each wave queues on the workers' event loops — waves that then last the whole run;
 * a worker that dies (actor crash) is restarted by Ray; its in-flight episodes become
   error rows written by the driver, never silently lost;
 * an episode still running ``timeout_s + grace`` after submission becomes an error
@@ -11,7 +17,8 @@
 
 from __future__ import annotations
 
-import math
+import collections
+import json
 import os
 import uuid
 import time
@@ -27,6 +34,13 @@ from edv_ray.runtime.spec import EpisodeSpec
 
 TIMEOUT_GRACE_S = 60.0
 COMPACT_EVERY = 2000  # finished episodes between compactions of their per-episode files
+PREFETCH = 2  # episodes queued on a worker beyond the ones it runs
+
+
+def shares(concurrency: int, workers: int) -> list[int]:
+    """Threads per worker: ``concurrency`` split as evenly as it goes (no worker idle)."""
+    n = max(1, min(workers, concurrency))
+    return [concurrency // n + (i < concurrency % n) for i in range(n)]
 
 
 @dataclass
@@ -66,7 +80,8 @@ class EpisodeRunner:
 
         rt = cfg.runtime
         self.concurrency = rt.concurrency
-        per_worker = max(1, math.ceil(rt.concurrency / rt.workers))
+        self.start_interval_s = rt.start_interval_s
+        self.shares = shares(rt.concurrency, rt.workers)
         # API keys and live server URLs reach the workers (possibly on other nodes) from
         # a small named actor that holds them in memory (see actors.RunState); each
         # worker fetches them on start and on every restart.
@@ -78,10 +93,10 @@ class EpisodeRunner:
         self._state = RunState.options(name=name).remote(keys, dict(servers or {}))
         llm = dict(timeout_s=cfg.llm.timeout_s, max_retries=cfg.llm.max_retries,
                    retry_budget_s=cfg.llm.retry_budget_s,
-                   breaker_threshold=cfg.llm.breaker_threshold)
+                   breaker_threshold=cfg.llm.breaker_threshold, transport=cfg.llm.transport)
         self.workers = [
-            EpisodeWorker.options(max_concurrency=per_worker).remote(run_dir, llm, name)
-            for _ in range(rt.workers)
+            EpisodeWorker.options(max_concurrency=share).remote(run_dir, llm, name)
+            for share in self.shares
         ]
         ray.get([w.ready.remote() for w in self.workers])
         self.store = RunStore(run_dir)
@@ -109,6 +124,7 @@ class EpisodeRunner:
                 pending[:] = [compactor.submit(compact_stage, self.store.run_dir, stage,
                                                min_files=COMPACT_EVERY) for stage in stages]
 
+        self._warm(specs)
         try:
             self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()),
                           self._driver_error, on_result, stats.line, label, show_progress)
@@ -117,6 +133,17 @@ class EpisodeRunner:
         for f in pending:
             f.result()  # a compaction error is an error of the run (nothing was lost)
         return stats
+
+    def _warm(self, specs: list[EpisodeSpec]) -> None:
+        """Each worker builds the shared state of the specs' benchmark domains."""
+        import ray
+
+        domains: dict[str, tuple[dict, set[str]]] = {}
+        for spec in specs:
+            key = json.dumps(spec.benchmark, sort_keys=True, default=str)
+            domains.setdefault(key, (spec.benchmark, set()))[1].add(spec.domain)
+        ray.get([w.warm.remote(bench, sorted(names)) for w in self.workers
+                 for bench, names in domains.values()])
 
     def run_jobs(self, jobs: list, label: str, show_progress: bool = True) -> list[dict[str, Any]]:
         """Run method stage jobs (pydantic models with ``job_id``, ``timeout_s`` and
@@ -139,26 +166,44 @@ class EpisodeRunner:
                  line: Callable[[], str], label: str, show_progress: bool) -> None:
         import ray
 
-        queue = list(items)
-        inflight: dict[Any, tuple[Any, float, int]] = {}
-        load = [0] * len(self.workers)  # in flight per worker: refill the one that freed up
-        done = 0
+        queue = collections.deque(items)
+        inflight: dict[Any, list] = {}  # ref → [item, running since (or queued at), worker]
+        load = [0] * len(self.workers)  # submitted to each worker and not yet back
+        queued: list[collections.deque] = [collections.deque() for _ in self.workers]
+        begin, first_fill = time.monotonic(), min(len(items), self.concurrency)
+        started = done = 0
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[line]}"), TimeElapsedColumn(),
                       disable=not show_progress, transient=False) as bar:
             tid = bar.add_task(label, total=len(items), line=line())
             while queue or inflight:
-                while queue and len(inflight) < self.concurrency:
-                    item = queue.pop(0)
-                    w = load.index(min(load))
+                wait_s = 1.0
+                while queue:
+                    room = [self.shares[i] + PREFETCH - load[i] for i in range(len(load))]
+                    w = room.index(max(room))
+                    if room[w] <= 0:
+                        break
+                    if started < first_fill:  # the first fill is paced
+                        wait = begin + started * self.start_interval_s - time.monotonic()
+                        if wait > 0:
+                            wait_s = min(wait_s, wait)
+                            break
+                    item = queue.popleft()
+                    ref = submit(self.workers[w], item)
+                    started += 1
+                    inflight[ref] = [item, time.monotonic(), w]
+                    if load[w] >= self.shares[w]:
+                        queued[w].append(ref)  # waits for one of the worker's threads
                     load[w] += 1
-                    inflight[submit(self.workers[w], item)] = (item, time.monotonic(), w)
-                ready, rest = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+                if not inflight:
+                    time.sleep(wait_s)
+                    continue
+                ready, rest = ray.wait(list(inflight), num_returns=1, timeout=wait_s)
                 if ready and rest:  # and everything else that is done by now
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
                 for ref in ready:
                     item, _t, w = inflight.pop(ref)
-                    load[w] -= 1
+                    self._freed(ref, w, load, queued, inflight)
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # actor died / task crashed
@@ -167,13 +212,25 @@ class EpisodeRunner:
                     done += 1
                 now = time.monotonic()
                 for ref, (item, t0, w) in list(inflight.items()):
-                    if now - t0 > item.timeout_s + TIMEOUT_GRACE_S:
+                    if ref not in queued[w] and now - t0 > item.timeout_s + TIMEOUT_GRACE_S:
                         ray.cancel(ref, force=False)
                         inflight.pop(ref)
-                        load[w] -= 1
+                        self._freed(ref, w, load, queued, inflight)
                         on_result(failed(item, f"Timeout: no result after {now - t0:.0f}s"))
                         done += 1
                 bar.update(tid, completed=done, line=line())
+
+    @staticmethod
+    def _freed(ref, w: int, load: list[int], queued: list, inflight: dict) -> None:
+        """A result (or a timeout) freed one of worker ``w``'s threads: its oldest queued
+        episode now runs, and its timeout counts from now."""
+        load[w] -= 1
+        if ref in queued[w]:
+            queued[w].remove(ref)
+        elif queued[w]:
+            nxt = queued[w].popleft()
+            if nxt in inflight:
+                inflight[nxt][1] = time.monotonic()
 
     def _driver_error(self, spec: EpisodeSpec, message: str) -> dict[str, Any]:
         row = error_row(spec, message)

@@ -17,7 +17,8 @@ and then one body byte per second for ``trickle_s`` seconds (``trickle``; defeat
 per-read timeouts), or answer HTTP 401 / 404 (``401``, ``404``; not retryable).
 ``down(seconds)`` takes the server off the network for a while: it stops listening (new
 connections are refused) and drops kept-alive connections without an answer, then listens
-again on the same port. ``delay_s`` adds latency to every answer.
+again on the same port. ``delay_s`` is every answer's latency (counted from the request's
+arrival, so the server's own work is inside it).
 ``infer_untagged`` serves clients that send no tag (τ²-bench's own agents): the role and
 task are inferred from the user simulator's scenario and a ref its greeting carries.
 Other scripts (EDV stages) can be added with :meth:`ScriptedServer.add_script`.
@@ -96,7 +97,7 @@ class ScriptedServer:
         self.tasks = tasks or {}  # (domain, task_id) → τ²-bench Task
         self.mode = mode
         self.agent_modes: dict[str, str] = {}  # per-agent override of ``mode``
-        self.delay_s = 0.0  # added to every chat answer (to make runs slow enough to kill)
+        self.delay_s = 0.0  # every chat answer leaves this long after its request arrived
         self.scripts: dict[str, Script] = {}
         # untagged requests (τ²-bench's own agent / user simulator): infer role and task
         self.infer_untagged = False
@@ -334,12 +335,17 @@ class ScriptedServer:
                 if fault in ("401", "404"):
                     msg = {"401": "invalid api key", "404": "no such model"}[fault]
                     return self._send(int(fault), json.dumps({"error": {"message": msg}}).encode())
-                if server.delay_s:
-                    time.sleep(server.delay_s)
                 try:
                     msg = server.respond(req)
                 except Exception as err:  # a script bug must be visible, not a hang
-                    return self._send(500, json.dumps({"error": {"message": repr(err)}}).encode())
+                    msg = err
+                # the answer leaves `delay_s` after the request arrived: the server's own
+                # parsing and scripting are inside the latency, not added to it
+                wait = req["_received_at"] + server.delay_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if isinstance(msg, Exception):
+                    return self._send(500, json.dumps({"error": {"message": repr(msg)}}).encode())
                 prompt = sum(len(m.get("content") or "") for m in req.get("messages", [])) // 4
                 completion = max(1, len(json.dumps(msg)) // 4)
                 body = {

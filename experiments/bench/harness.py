@@ -84,10 +84,13 @@ class TreeSampler:
 
     def snapshot(self) -> dict[int, tuple[str, float, int]]:
         out = {}
-        try:
-            procs = [self.me] + self.me.children(recursive=True)
-        except self._psutil.Error:
-            procs = [self.me]
+        procs = [self.me]
+        for _try in range(5):  # a child that exits mid-walk makes the walk raise: walk again
+            try:
+                procs = [self.me] + self.me.children(recursive=True)
+                break
+            except self._psutil.Error:
+                continue
         for p in procs:
             p = self._procs.setdefault(p.pid, p)
             try:
@@ -112,14 +115,18 @@ class TreeSampler:
         self.samples.append((time.time(), self.snapshot()))
 
     def cpu_between(self, t0: float, t1: float) -> dict[str, float]:
-        """CPU seconds per group spent between two wall times (nearest samples)."""
-        def at(t):
-            return min(self.samples, key=lambda s: abs(s[0] - t))[1]
-        a, b = at(t0), at(t1)
+        """CPU seconds per group spent between two wall times: per process, its last
+        sample up to ``t1`` minus its last sample up to ``t0`` (0 if it started later), so
+        a process missing from one sample (it was busy exiting a walk) still counts."""
+        per_pid: dict[int, tuple[str, float, float]] = {}  # pid → (group, cpu@t0, cpu@t1)
+        for t, snap in self.samples:
+            for pid, (group, cpu, _rss) in snap.items():
+                g = "workers" if pid in self._workers else group
+                _g, c0, c1 = per_pid.get(pid, (g, 0.0, 0.0))
+                per_pid[pid] = (g, cpu if t <= t0 else c0, cpu if t <= t1 else c1)
         out: dict[str, float] = {}
-        for pid, (group, cpu, _rss) in b.items():
-            group = "workers" if pid in self._workers else group
-            out[group] = out.get(group, 0.0) + cpu - (a[pid][1] if pid in a else 0.0)
+        for group, c0, c1 in per_pid.values():
+            out[group] = out.get(group, 0.0) + max(0.0, c1 - c0)
         return out
 
     def peak_rss_mb(self) -> dict[str, float]:

@@ -7,7 +7,8 @@ per-episode Parquet files, with and without compaction.
     .venv/bin/python experiments/bench/scale.py --grid 1:128:2 --episodes 1000
     .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000 --uncompacted-files 10000
 
-Grid entries are ``delay_s:in_flight:workers``. Printed per entry: wall, throughput, the
+Grid entries are ``delay_s:in_flight:workers[:transport]`` (transport: ``litellm``, the
+default, or ``openai_sdk`` — see ``edv_ray/llm/transport.py``). Printed per entry: wall, throughput, the
 LLM-bound ideal (each episode's calls × delay packed into the in-flight slots) and the
 ratio, client-seen latency, driver and worker peak RSS.
 """
@@ -49,7 +50,8 @@ def scripted_server(delay_s: float):
     return proc, proc.stdout.readline().strip()
 
 
-def run_one(delay: float, in_flight: int, workers: int, episodes: int) -> dict:
+def run_one(delay: float, in_flight: int, workers: int, episodes: int,
+            transport: str = "litellm") -> dict:
     import ray
     from rich.console import Console
 
@@ -64,13 +66,13 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int) -> dict:
     try:
         out = Path(tempfile.mkdtemp(prefix="scale-"))
         cfg = load_config_dict(scripted_config(
-            url, out, run_id=f"scale-{delay}-{in_flight}-{workers}",
+            url, out, run_id=f"scale-{delay}-{in_flight}-{workers}-{transport}",
             agents=[{"name": "gold", "model": "scripted", "prompt_strategy": "native_tools"}],
             roles={}, benchmark={"domains": ["mock"], "split": "all", "task_ids": tasks,
                                  "num_tasks": None, "solo": "always", "max_steps": 30},
             runtime={"concurrency": in_flight, "workers": workers,
                      "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900},
-            llm={"timeout_s": 60, "max_retries": 2}))
+            llm={"timeout_s": 60, "max_retries": 2, "transport": transport}))
         cfg, run_id, run_dir = pipeline.prepare_from(cfg)
         sampler = TreeSampler(period_s=0.5, named={proc.pid: "server"}).start()
         t0 = time.time()
@@ -149,7 +151,7 @@ def main() -> int:
     from rich.table import Table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default="1:64:1,1:128:2,1:256:4,5:256:2",
+    ap.add_argument("--grid", default="1:64:1,1:128:2,1:128:2:openai_sdk,1:256:4,5:256:2",
                     help="comma list of delay_s:in_flight:workers")
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--files", type=int, default=100_000,
@@ -163,16 +165,17 @@ def main() -> int:
     console = Console(width=200)
     if not args.skip_runs:
         table = Table(title=f"mock/solo gold replay, ≥{args.episodes} episodes per row")
-        for col in ("s/call", "in flight", "workers", "episodes", "pass@1", "wall s",
+        for col in ("s/call", "in flight", "workers", "transport", "episodes", "pass@1", "wall s",
                     "episode phase s", "ideal s", "ideal/phase", "episodes/s",
                     "latency mean/p95 s", "driver RSS MB", "workers RSS MB", "CPU s/episode"):
             table.add_column(col, justify="right")
         for entry in args.grid.split(","):
-            d, f, w = entry.split(":")
-            r = run_one(float(d), int(f), int(w), args.episodes)
+            d, f, w, *t = entry.split(":")
+            transport = t[0] if t else "litellm"
+            r = run_one(float(d), int(f), int(w), args.episodes, transport)
             cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
             cores = {g: v / r["phase"] for g, v in r["cpu"].items()}
-            table.add_row(d, f, w, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
+            table.add_row(d, f, w, transport, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
                           f"{r['phase']:.1f}", f"{r['ideal']:.1f}",
                           f"{r['ideal'] / r['phase']:.2f}", f"{r['eps']:.1f}",
                           f"{r['lat']:.2f}/{r['p95']:.2f}", f"{r['driver_mb']:.0f}",

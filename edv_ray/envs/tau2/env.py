@@ -67,6 +67,21 @@ class Tau2Env:
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         return render_transcript(messages, max_chars)
 
+    def warm_up(self, bench, domain: str) -> None:
+        """The domain's pristine database, tool lists and schemas (with and, where the
+        domain has it, without a user simulator)."""
+        from edv_ray.envs.tau2.episode import episode_tools, tool_schemas
+
+        state = T.domain_state(domain)
+        agent, user = episode_tools(domain, state.fresh_env(), False)
+        tool_schemas(domain, "agent", agent)
+        tool_schemas(domain, "user", user)
+        try:
+            solo_env = state.fresh_env(solo_mode=True)
+        except ValueError:  # τ²-bench: "<domain> does not support solo mode"
+            return
+        episode_tools(domain, solo_env, True)
+
     def run_episode(self, bench, spec, task, agent_binding, user_binding,
                     experiences: ExperienceFn | None) -> EpisodeOutcome:
         from edv_ray.envs.tau2.episode import run_tau2_episode
