@@ -48,7 +48,9 @@ def test_episodes_stay_within_concurrency_and_the_first_fill_is_paced(server, tm
                       "ORDER BY started_at").fetchall()
     assert len(eps) == 2 * len(tasks) >= 8 and {s for *_, s in eps} == {"ok"}
     first = [a for a, _b, _s in eps[:3]]
-    assert first[1] - first[0] >= 0.4 and first[2] - first[1] >= 0.4  # paced
+    # paced 0.5 s apart (unpaced they start within ~50 ms; slack for a loaded machine)
+    assert first[1] - first[0] >= 0.2 and first[2] - first[1] >= 0.2
+    assert first[2] - first[0] >= 0.7
     # 3 threads in all (2 + 1), whatever is queued on the workers beyond them
     assert _max_overlap([(a, b) for a, b, _s in eps]) <= 3
     calls = con.execute("SELECT started_at, started_at + latency_s FROM llm_calls").fetchall()
