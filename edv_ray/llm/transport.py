@@ -20,9 +20,12 @@ Both return an object with the OpenAI response shape (``choices[0].message``, ``
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
-import litellm
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
+
+import litellm  # noqa: E402
 
 from edv_ray.llm import aio
 
