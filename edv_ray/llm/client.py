@@ -13,9 +13,8 @@ the episode deadline)``, including a server that trickles its answer byte by byt
 timeouts alone bound each read, not the call). The attempt runs as a task on one shared
 background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion`` (or, with
 ``transport="openai_sdk"``, the OpenAI SDK for OpenAI-compatible endpoints:
-:mod:`edv_ray.llm.transport`); at the
-bound the task is cancelled, which closes its connection — no abandoned thread or socket
-is left behind, however many calls time out. An attempt cut short by the episode deadline
+:mod:`edv_ray.llm.transport`); at the bound the task is cancelled, which closes its
+connection — no abandoned thread or socket is left behind, however many calls time out. An attempt cut short by the episode deadline
 raises :class:`EpisodeDeadlineExceeded`.
 
 Retries. Transient failures (5xx, timeouts, connection errors, rate limits, garbled
@@ -333,7 +332,7 @@ class LLMClient:
                     bound = min(bound, left)
                 attempts += 1
                 try:
-                    resp = self._attempt(kwargs, api_base, api_key, bound)
+                    resp = request(kwargs, api_base, api_key, bound, self.transport)
                 except (KeyboardInterrupt, SystemExit):
                     if probe:
                         breaker.release_probe()  # never leave the breaker without a prober
@@ -386,8 +385,3 @@ class LLMClient:
             finish_reason=getattr(choice, "finish_reason", None),
             reasoning=getattr(choice.message, "reasoning_content", None) or None,
         )
-
-    def _attempt(self, kwargs: dict[str, Any], api_base: str | None, api_key: str,
-                 bound: float) -> Any:
-        """One request, abandoned (task cancelled, connection closed) after ``bound`` s."""
-        return request(kwargs, api_base, api_key, bound, self.transport)

@@ -11,8 +11,9 @@ through litellm. What it skips is litellm's per-call bookkeeping (a logging obje
 response-cost lookup, response re-typing): about 3 ms of CPU a call on the worker's event
 loop, which is what bounds a worker at 64–128 calls in flight (measured by
 ``experiments/bench/scale.py``: at 1 s/call, 128 in flight, 2 workers on 2 cores, a
-3,000-episode run reached 0.80 of the LLM-bound ideal with litellm and 0.91 with this). The body is the OpenAI wire format
-as given — no litellm parameter translation, so use it for servers that speak that format.
+3,000-episode run reached 0.80 of the LLM-bound ideal with litellm and 0.91 with this).
+The body is the OpenAI wire format as given — no litellm parameter translation, so use it
+for servers that speak that format.
 
 Both return an object with the OpenAI response shape (``choices[0].message``, ``usage``).
 """
@@ -74,7 +75,12 @@ def warm_up() -> None:
     """Run litellm's call path once without a server (``mock_response``), on the shared
     loop. A process's first litellm call spends ~0.3 s importing and building its
     provider tables; in a worker that just started 64 episodes, every one of them waits
-    behind it and they all call again at the same instant — waves that then persist."""
-    aio.run_bounded(lambda: litellm.acompletion(
-        model="openai/edv-warm-up", messages=[{"role": "user", "content": "warm-up"}],
-        tools=[_WARM_TOOL], mock_response="ok"), 60.0)
+    behind it and they all call again at the same instant — waves that then persist.
+    Only an optimisation: if it fails, the first real call pays the cost (and reports
+    any real error itself)."""
+    try:
+        aio.run_bounded(lambda: litellm.acompletion(
+            model="openai/edv-warm-up", messages=[{"role": "user", "content": "warm-up"}],
+            tools=[_WARM_TOOL], mock_response="ok"), 60.0)
+    except Exception:  # noqa: BLE001 - see above
+        pass

@@ -10,8 +10,9 @@
   each wave queues on the workers' event loops — waves that then last the whole run;
 * a worker that dies (actor crash) is restarted by Ray; its in-flight episodes become
   error rows written by the driver, never silently lost;
-* an episode still running ``timeout_s + grace`` after submission becomes an error
-  row (the in-worker deadline normally fires first);
+* an episode still running ``timeout_s + grace`` after it started (a queued one: after
+  one of its worker's threads freed up) becomes an error row (the in-worker deadline
+  normally fires first);
 * the progress bar shows done/total, pass rate so far, errors and tokens so far.
 """
 
