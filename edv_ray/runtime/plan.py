@@ -41,19 +41,22 @@ def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, s
 
     compact_stage(run_dir, stage, min_files=COMPACT_EVERY)
     con = connect(run_dir)
-    rows = con.execute(
-        "SELECT episode_id, attempt, status FROM episodes WHERE stage = ?", [stage]
-    ).fetchall()
+    try:
+        rows = con.execute(
+            "SELECT episode_id, attempt, status FROM episodes WHERE stage = ?", [stage]
+        ).fetchall()
+    finally:
+        con.close()
     return {eid: (att, status) for eid, att, status in rows}
 
 
 def pending_specs(specs: list[EpisodeSpec], run_dir: str | Path) -> list[EpisodeSpec]:
-    """Drop finished episodes; errored ones come back as the next attempt."""
-    by_stage: dict[str, dict[str, tuple[int, str]]] = {}
+    """Drop finished episodes; errored ones come back as the next attempt. The run folder
+    is read once per stage (not once per spec: that cost ~50 ms an episode)."""
+    by_stage = {stage: finished_attempts(run_dir, stage) for stage in {s.stage for s in specs}}
     out = []
     for s in specs:
-        done = by_stage.setdefault(s.stage, finished_attempts(run_dir, s.stage))
-        prev = done.get(s.episode_id)
+        prev = by_stage[s.stage].get(s.episode_id)
         if prev is None:
             out.append(s)
         elif prev[1] != "ok":

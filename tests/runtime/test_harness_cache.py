@@ -228,3 +228,36 @@ def test_tool_schemas_are_parsed_once_per_process_and_match_tau2():
         assert tool.short_desc == own["short_desc"]
         # each episode's tools call its own toolkit (its own database), never another's
         assert tool._func.__self__ is not before[tool.name]._func.__self__
+
+
+def test_resume_reads_the_run_folder_once_per_stage(tmp_path, monkeypatch):
+    """``pending_specs`` keeps unfinished specs, bumps the attempt of errored ones and
+    drops finished ones — reading each stage's results once, however many specs (it used
+    to open DuckDB once per spec: ~50 ms an episode at the end of every stage)."""
+    from edv_ray.config import Sampling
+    from edv_ray.llm.client import Endpoint
+    from edv_ray.results.store import RunStore
+    from edv_ray.runtime import plan
+    from edv_ray.runtime.spec import EpisodeSpec
+
+    def spec(stage, task):
+        return EpisodeSpec(run_id="r", stage=stage, method="m", benchmark={}, domain="d",
+                           task_id=task, task_type="x", agent="a", model="m",
+                           prompt_strategy="native_tools", sampling=Sampling(),
+                           agent_endpoint=Endpoint("m", "openai/m", "http://x"), solo=True)
+
+    specs = [spec(stage, f"t{i}") for stage in ("eval", "execute") for i in range(40)]
+    store = RunStore(tmp_path)
+    for s, status in ((specs[0], "ok"), (specs[1], "error"), (specs[40], "ok")):
+        store.write_episode(s.stage, {"run_id": "r", "stage": s.stage, "episode_id": s.episode_id,
+                                      "attempt": 1, "status": status, "experiences": [],
+                                      "retrieved_item_ids": [], "retrieved_banks": []}, [])
+    reads = []
+    real = plan.finished_attempts
+    monkeypatch.setattr(plan, "finished_attempts",
+                        lambda run_dir, stage: reads.append(stage) or real(run_dir, stage))
+    todo = plan.pending_specs(specs, tmp_path)
+    assert sorted(reads) == ["eval", "execute"]
+    ids = {s.episode_id: s.attempt for s in todo}
+    assert len(todo) == 78 and specs[0].episode_id not in ids and specs[40].episode_id not in ids
+    assert ids[specs[1].episode_id] == 2 and ids[specs[2].episode_id] == 1
