@@ -22,17 +22,21 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any, Literal
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
 
 import litellm  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
 
 from edv_ray.llm import aio
 
 Transport = Literal["litellm", "openai_sdk"]
 OPENAI_COMPATIBLE = ("openai/", "hosted_vllm/")
-_LITELLM_ONLY = ("num_retries", "max_retries")  # our kwargs that are litellm's, not the API's
+_LITELLM_ONLY = ("num_retries", "max_retries", "extra_body")  # litellm's kwargs, not the API's
+_priced: set[str] = set()
+_priced_lock = threading.Lock()
 
 
 def is_openai_compatible(litellm_model: str) -> bool:
@@ -48,12 +52,20 @@ def request(kwargs: dict[str, Any], api_base: str | None, api_key: str, bound: f
     timeout = bound + 1.0
     if transport == "openai_sdk" and openai_like:
         body = {k: v for k, v in kwargs.items() if k not in _LITELLM_ONLY}
+        body.update(kwargs.get("extra_body") or {})
         body["model"] = kwargs["model"].split("/", 1)[1]
 
         def make():
-            return aio.openai_client(api_base, api_key).chat.completions.create(
-                timeout=timeout, **body)
+            # the body is already the wire format: a plain POST skips the SDK's walk of
+            # every message and tool schema against its TypedDicts (~1 ms a call; litellm
+            # posts the same way)
+            return aio.openai_client(api_base, api_key).post(
+                "/chat/completions", body=body, cast_to=ChatCompletion,
+                options={"timeout": timeout})
     else:
+        if openai_like and api_base:
+            price_as_self_served(kwargs["model"])
+
         def make():
             extra: dict[str, Any] = {}
             if openai_like:  # our pooled transport (litellm would cache one per timeout)
@@ -65,6 +77,26 @@ def request(kwargs: dict[str, Any], api_base: str | None, api_key: str, bound: f
     if not getattr(resp, "choices", None):
         raise json.JSONDecodeError("response has no choices", str(resp)[:200], 0)
     return resp
+
+
+def price_as_self_served(litellm_model: str) -> None:
+    """Give a model served behind an OpenAI-compatible URL (vLLM, llama.cpp) a zero
+    per-token price in litellm's cost map, once per process, unless litellm already has an
+    entry for it. Without one, litellm searches its price tables (fallback generalisations
+    over every known model) after every call — ~0.5 ms of the worker's event loop, measured
+    at 64 calls in flight — and may price the model as a hosted one of a similar name.
+    edv-ray counts tokens itself and never reads litellm's cost."""
+    if litellm_model in _priced:
+        return
+    with _priced_lock:
+        if litellm_model in _priced:
+            return
+        if litellm_model not in litellm.model_cost:
+            litellm.register_model({litellm_model: {
+                "input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat",
+                "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0,
+                "litellm_provider": litellm_model.split("/", 1)[0]}})
+        _priced.add(litellm_model)
 
 
 _WARM_TOOL = {"type": "function", "function": {

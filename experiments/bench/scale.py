@@ -51,7 +51,8 @@ def scripted_server(delay_s: float):
 
 
 def run_one(delay: float, in_flight: int, workers: int, episodes: int,
-            transport: str = "litellm") -> dict:
+            transport: str = "litellm", keep: bool = False,
+            start_interval_s: float | None = None) -> dict:
     import ray
     from rich.console import Console
 
@@ -71,7 +72,8 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int,
             roles={}, benchmark={"domains": ["mock"], "split": "all", "task_ids": tasks,
                                  "num_tasks": None, "solo": "always", "max_steps": 30},
             runtime={"concurrency": in_flight, "workers": workers,
-                     "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900},
+                     "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900,
+                     **({} if start_interval_s is None else {"start_interval_s": start_interval_s})},
             llm={"timeout_s": 60, "max_retries": 2, "transport": transport}))
         cfg, run_id, run_dir = pipeline.prepare_from(cfg)
         sampler = TreeSampler(period_s=0.5, named={proc.pid: "server"}).start()
@@ -92,7 +94,10 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int,
     lat, p95 = con.execute("SELECT avg(latency_s), quantile_cont(latency_s, 0.95) "
                            "FROM llm_calls").fetchone()
     con.close()
-    shutil.rmtree(out, ignore_errors=True)
+    if keep:
+        print(f"  run folder kept: {run_dir}", flush=True)
+    else:
+        shutil.rmtree(out, ignore_errors=True)
     phase = last - first
     ideal = ideal_wall(calls, delay, in_flight)
     rss = sampler.peak_rss_mb()
@@ -159,6 +164,9 @@ def main() -> int:
     ap.add_argument("--uncompacted-files", type=int, default=10_000,
                     help="episode files queried without compaction (DuckDB's views over "
                          "10⁵ one-row files took >16 GB and were OOM-killed on 24 GB)")
+    ap.add_argument("--keep", action="store_true", help="keep each run's folder (printed)")
+    ap.add_argument("--start-interval", type=float, default=None,
+                    help="runtime.start_interval_s (default: the config's)")
     ap.add_argument("--skip-runs", action="store_true")
     ap.add_argument("--skip-files", action="store_true")
     args = ap.parse_args()
@@ -172,7 +180,8 @@ def main() -> int:
         for entry in args.grid.split(","):
             d, f, w, *t = entry.split(":")
             transport = t[0] if t else "litellm"
-            r = run_one(float(d), int(f), int(w), args.episodes, transport)
+            r = run_one(float(d), int(f), int(w), args.episodes, transport, args.keep,
+                        args.start_interval)
             cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
             cores = {g: v / r["phase"] for g, v in r["cpu"].items()}
             table.add_row(d, f, w, transport, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",

@@ -98,3 +98,20 @@ def test_only_openai_compatible_models_take_the_sdk_path():
 def test_warm_up_needs_no_server(srv):
     warm_up()
     assert srv.requests == []
+
+
+def test_a_self_served_model_gets_a_zero_price_in_litellm_once(srv):
+    """litellm would otherwise search its price tables for the unknown name after every
+    call (and might price it as a hosted model); a model it knows keeps its entry."""
+    import litellm
+
+    from edv_ray.llm.transport import price_as_self_served
+
+    _call(srv, "litellm")
+    entry = litellm.model_cost["hosted_vllm/scripted"]
+    assert entry["input_cost_per_token"] == entry["output_cost_per_token"] == 0.0
+    known = next(k for k, v in litellm.model_cost.items()
+                 if (v.get("input_cost_per_token") or 0) > 0)
+    before = dict(litellm.model_cost[known])
+    price_as_self_served(known)
+    assert litellm.model_cost[known]["input_cost_per_token"] == before["input_cost_per_token"] > 0
