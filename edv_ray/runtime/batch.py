@@ -35,7 +35,10 @@ from edv_ray.runtime.spec import EpisodeSpec
 
 TIMEOUT_GRACE_S = 60.0
 COMPACT_EVERY = 2000  # finished episodes between compactions of their per-episode files
-PREFETCH = 2  # episodes queued on a worker beyond the ones it runs
+# episodes queued on a worker beyond the ones it runs: episodes end in clumps (64 threads,
+# one answer burst), and a queue of 2 ran dry between driver round trips (slots idle ~35–60
+# ms an episode at 128 in flight; ~28 ms with 8, experiments/bench/scale.py)
+PREFETCH = 8
 
 
 def shares(concurrency: int, workers: int) -> list[int]:
