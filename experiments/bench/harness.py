@@ -337,9 +337,9 @@ def report(args, results: dict[str, dict]) -> None:
                       f"server latency {args.delay:.2f}s, client-seen mean "
                       f"{edv['lat_mean']:.3f}s (+{edv['lat_mean'] - args.delay:.3f}s harness)")
         ratio_ideal = edv["ideal_s"] / edv["episode_wall_s"]
-        console.print(f"edv episode phase at {ratio_ideal:.2f} × the LLM-bound ideal speed "
-                      f"(target ≥ 0.9 at 1 s/call, 128 in flight): "
-                      f"{'MET' if ratio_ideal >= 0.9 else 'not met'}")
+        console.print(f"edv episode phase at {ratio_ideal:.2f} × the LLM-bound ideal speed at "
+                      f"{args.delay:g} s/call, {args.concurrency} in flight (the ≥ 0.9 target "
+                      "is for 1 s/call at 128 in flight: experiments/bench/scale.py)")
     if edv and peer:
         r_wall = edv["wall_s"] / peer["wall_s"]
         r_phase = edv["episode_wall_s"] / peer["wall_s"]

@@ -177,6 +177,7 @@ def main() -> int:
                     "episode phase s", "ideal s", "ideal/phase", "episodes/s",
                     "latency mean/p95 s", "driver RSS MB", "workers RSS MB", "CPU s/episode"):
             table.add_column(col, justify="right")
+        verdicts: list[str] = []
         for entry in args.grid.split(","):
             d, f, w, *t = entry.split(":")
             transport = t[0] if t else "litellm"
@@ -189,10 +190,16 @@ def main() -> int:
                           f"{r['ideal'] / r['phase']:.2f}", f"{r['eps']:.1f}",
                           f"{r['lat']:.2f}/{r['p95']:.2f}", f"{r['driver_mb']:.0f}",
                           f"{r['workers_mb']:.0f}", f"{cpu / max(1, r['episodes']):.3f}")
+            if float(d) == 1.0 and int(f) == 128:
+                verdicts.append(f"{entry}: {r['ideal'] / r['phase']:.2f} × the LLM-bound ideal "
+                                f"(target ≥ 0.9 at 1 s/call, 128 in flight): "
+                                f"{'MET' if r['ideal'] / r['phase'] >= 0.9 else 'not met'}")
             console.print(f"done {entry}: {r['episodes']} episodes, phase {r['phase']:.1f}s; "
                           "cores busy during the phase: " + ", ".join(
                               f"{g} {c:.2f}" for g, c in sorted(cores.items())))
         console.print(table)
+        for line in verdicts:
+            console.print(line)
     if not args.skip_files:
         table = Table(title="one-row episode files: listing and DuckDB, before/after compaction")
         for col in ("episodes", "compacted", "write s", "compact s", "list s", "files listed",
