@@ -45,13 +45,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
+# for files of a row or two (one per episode, merged later by compaction): no dictionary
+# pages or column statistics, which cost a quarter of an episode's write (4.2 → 3.1 ms CPU
+# for its two files) and buy nothing at that size
+SMALL_FILE = {"use_dictionary": False, "write_statistics": False}
+
+
+def write_table_atomic(table: pa.Table, path: str | os.PathLike, small: bool = False) -> Path:
     """Write ``table`` to ``path`` atomically, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _create_temp(path)
     try:
-        pq.write_table(table, str(tmp))
+        pq.write_table(table, str(tmp), **(SMALL_FILE if small else {}))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -60,11 +66,13 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
 
 
 def write_rows_atomic(
-    rows: Iterable[dict[str, Any]], path: str | os.PathLike, schema: pa.Schema
+    rows: Iterable[dict[str, Any]], path: str | os.PathLike, schema: pa.Schema,
+    small: bool = False,
 ) -> Path:
-    """Write dict rows with an explicit schema (so empty and sparse tables keep their types)."""
+    """Write dict rows with an explicit schema (so empty and sparse tables keep their types);
+    ``small``: see ``SMALL_FILE``."""
     table = pa.Table.from_pylist(list(rows), schema=schema)
-    return write_table_atomic(table, path)
+    return write_table_atomic(table, path, small)
 
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:

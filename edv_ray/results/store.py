@@ -34,8 +34,9 @@ class RunStore:
         """Calls first, then the episode row: an episode file means its calls are there."""
         eid, attempt = row["episode_id"], row["attempt"]
         call_rows = [{k: c.get(k) for k in CALL_SCHEMA.names} for c in calls]
-        write_rows_atomic(call_rows, self.calls_path(stage, eid, attempt), CALL_SCHEMA)
-        write_rows_atomic([row], self.episode_path(stage, eid, attempt), EPISODE_SCHEMA)
+        write_rows_atomic(call_rows, self.calls_path(stage, eid, attempt), CALL_SCHEMA, small=True)
+        write_rows_atomic([row], self.episode_path(stage, eid, attempt), EPISODE_SCHEMA,
+                          small=True)
 
     def write_pool(self, rows: list[dict[str, Any]]) -> None:
         write_rows_atomic(rows, self.run_dir / "pool" / "agents.parquet", POOL_SCHEMA)

@@ -45,3 +45,33 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temp(tmp_path):
         write_table_atomic("not a table", path)  # fails inside the write, after the temp
     assert read_rows(path) == [{"a": 1, "b": "x"}]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_episode_files_are_small_and_compaction_restores_statistics(tmp_path):
+    """Per-episode files skip dictionary pages and column statistics (cheaper to write);
+    they read back the same, and the segment compaction makes of them has statistics."""
+    import pyarrow.parquet as pq
+
+    from edv_ray.results.store import RunStore, compact_stage, segments
+    from edv_ray.results.views import connect
+
+    store = RunStore(tmp_path)
+    for i in range(3):
+        store.write_episode("eval", {"run_id": "r", "stage": "eval", "episode_id": f"e{i}",
+                                     "attempt": 1, "status": "ok", "task_id": f"t{i}",
+                                     "experiences": [], "retrieved_item_ids": [],
+                                     "retrieved_banks": []},
+                            [{"run_id": "r", "episode_id": f"e{i}", "latency_s": 0.5}])
+    path = store.episode_path("eval", "e1", 1)
+    col = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    assert col.statistics is None and not col.has_dictionary_page
+    assert read_rows(path)[0]["task_id"] == "t1"
+    con = connect(tmp_path)
+    before = con.execute("SELECT episode_id, task_id FROM episodes ORDER BY 1").fetchall()
+    con.close()
+    compact_stage(tmp_path, "eval")
+    seg = segments(tmp_path / "episodes" / "stage=eval")[0]
+    assert pq.ParquetFile(seg).metadata.row_group(0).column(0).statistics is not None
+    con = connect(tmp_path)
+    assert con.execute("SELECT episode_id, task_id FROM episodes ORDER BY 1").fetchall() == before
+    assert len(before) == 3
