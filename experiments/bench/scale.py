@@ -10,7 +10,8 @@ per-episode Parquet files, with and without compaction.
 Grid entries are ``delay_s:in_flight:workers[:transport]`` (transport: ``litellm``, the
 default, or ``openai_sdk`` — see ``edv_ray/llm/transport.py``). Printed per entry: wall, throughput, the
 LLM-bound ideal (each episode's calls × delay packed into the in-flight slots) and the
-ratio, client-seen latency, driver and worker peak RSS.
+ratio, client-seen latency, driver and worker peak RSS, and where slots stood idle (first
+fill, between episodes, drain).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int,
         "SELECT count(*) FROM llm_calls GROUP BY episode_id ORDER BY min(started_at)").fetchall()]
     lat, p95 = con.execute("SELECT avg(latency_s), quantile_cont(latency_s, 0.95) "
                            "FROM llm_calls").fetchone()
+    spans = con.execute("SELECT started_at, started_at + wall_s FROM episodes").fetchall()
     con.close()
     if keep:
         print(f"  run folder kept: {run_dir}", flush=True)
@@ -104,7 +106,29 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int,
     return dict(delay=delay, in_flight=in_flight, workers=workers, episodes=n, ok=ok, pass1=p1,
                 wall=wall, phase=phase, ideal=ideal, eps=n / phase, lat=lat, p95=p95,
                 driver_mb=rss.get("driver", 0.0), workers_mb=rss.get("workers", 0.0),
-                cpu=sampler.cpu_between(first, last))
+                cpu=sampler.cpu_between(first, last), idle=idle_slots(spans, in_flight))
+
+
+def idle_slots(spans: list[tuple[float, float]], slots: int) -> dict[str, float]:
+    """Where the in-flight slots stood idle, in slot-seconds, from the episodes' own
+    (start, end) rows: ``fill`` until all slots first run, ``between`` episodes after that
+    until the last start (an episode's write and the next one's start), ``drain`` after the
+    last start (it includes what the ideal itself leaves idle when the last wave is
+    partial). Also each as a share of slots × phase."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    t0, t_end = events[0][0], events[-1][0]
+    last_start = max(s for s, _ in spans)
+    out = {"fill": 0.0, "between": 0.0, "drain": 0.0}
+    running, full, prev = 0, False, t0
+    for t, step in events:
+        part = "drain" if prev >= last_start else ("between" if full else "fill")
+        out[part] += (slots - running) * (t - prev)
+        running += step
+        full = full or running >= slots
+        prev = t
+    total = slots * max(t_end - t0, 1e-9)
+    out.update({f"{k}_share": v / total for k, v in list(out.items())})
+    return out
 
 
 def parquet_files(n_files: int, compact: bool) -> dict:
@@ -194,6 +218,11 @@ def main() -> int:
                 verdicts.append(f"{entry}: {r['ideal'] / r['phase']:.2f} × the LLM-bound ideal "
                                 f"(target ≥ 0.9 at 1 s/call, 128 in flight): "
                                 f"{'MET' if r['ideal'] / r['phase'] >= 0.9 else 'not met'}")
+            idle = r["idle"]
+            console.print(f"done {entry}: idle slot-seconds: first fill {idle['fill']:.0f} "
+                          f"({idle['fill_share']:.1%}), between episodes {idle['between']:.0f} "
+                          f"({idle['between_share']:.1%}), drain {idle['drain']:.0f} "
+                          f"({idle['drain_share']:.1%})")
             console.print(f"done {entry}: {r['episodes']} episodes, phase {r['phase']:.1f}s; "
                           "cores busy during the phase: " + ", ".join(
                               f"{g} {c:.2f}" for g, c in sorted(cores.items())))
