@@ -85,16 +85,20 @@ def request(kwargs: dict[str, Any], api_base: str | None, api_key: str, bound: f
 def price_as_self_served(litellm_model: str) -> None:
     """Give a model served behind an OpenAI-compatible URL (vLLM, llama.cpp) a zero
     per-token price in litellm's cost map, once per process, unless litellm already has an
-    entry for it. Without one, litellm searches its price tables (fallback generalisations
-    over every known model) after every call — ~0.5 ms of the worker's event loop, measured
-    at 64 calls in flight — and may price the model as a hosted one of a similar name.
-    edv-ray counts tokens itself and never reads litellm's cost."""
+    entry for it with or without its provider prefix (``openai/gpt-4o-mini`` through an
+    explicit OpenAI URL keeps its price). Without one, litellm searches its price tables
+    (fallback generalisations over every known model) after every call — ~0.5 ms of the
+    worker's event loop, measured at 64 calls in flight — and may price the model as a
+    hosted one of a similar name. edv-ray counts tokens itself and never reads litellm's
+    cost."""
     if litellm_model in _priced:
         return
     with _priced_lock:
         if litellm_model in _priced:
             return
-        if litellm_model not in litellm.model_cost:
+        known = litellm_model in litellm.model_cost or (
+            litellm_model.split("/", 1)[1] in litellm.model_cost)
+        if not known:
             litellm.register_model({litellm_model: {
                 "input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "mode": "chat",
                 "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0,

@@ -74,7 +74,8 @@ def run_one(delay: float, in_flight: int, workers: int, episodes: int,
                                  "num_tasks": None, "solo": "always", "max_steps": 30},
             runtime={"concurrency": in_flight, "workers": workers,
                      "trials": math.ceil(episodes / len(tasks)), "episode_timeout_s": 900,
-                     **({} if start_interval_s is None else {"start_interval_s": start_interval_s})},
+                     **({} if start_interval_s is None
+                        else {"start_interval_s": start_interval_s})},
             llm={"timeout_s": 60, "max_retries": 2, "transport": transport}))
         cfg, run_id, run_dir = pipeline.prepare_from(cfg)
         sampler = TreeSampler(period_s=0.5, named={proc.pid: "server"}).start()

@@ -115,3 +115,8 @@ def test_a_self_served_model_gets_a_zero_price_in_litellm_once(srv):
     before = dict(litellm.model_cost[known])
     price_as_self_served(known)
     assert litellm.model_cost[known]["input_cost_per_token"] == before["input_cost_per_token"] > 0
+    bare = next(k for k, v in litellm.model_cost.items()
+                if "/" not in k and (v.get("input_cost_per_token") or 0) > 0
+                and f"openai/{k}" not in litellm.model_cost)
+    price_as_self_served(f"openai/{bare}")  # a hosted model behind an explicit URL
+    assert f"openai/{bare}" not in litellm.model_cost
