@@ -31,12 +31,10 @@ from pydantic import (
     model_validator,
 )
 
+from edv_ray.config_files import ConfigError, read_yaml
+
 TAU2_DOMAINS = ("mock", "airline", "retail", "telecom")
 PROMPT_STRATEGIES = ("native_tools", "text_tools", "text_tools_plan")
-
-
-class ConfigError(ValueError):
-    """A user-caused configuration problem (one clear message)."""
 
 
 class _Strict(BaseModel):
@@ -367,46 +365,9 @@ def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
         raise ConfigError(_format_validation_error(err, source)) from None
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        base_value = out.get(key)
-        # a section naming another variant (e.g. benchmark.name) replaces, not merges
-        # (a benchmark section without a name is τ²-bench's)
-        switched = (isinstance(value, dict) and isinstance(base_value, dict) and "name" in value
-                    and value["name"] != base_value.get("name", "tau2" if key == "benchmark"
-                                                        else value["name"]))
-        if isinstance(value, dict) and isinstance(base_value, dict) and not switched:
-            out[key] = _deep_merge(base_value, value)
-        else:
-            out[key] = value
-    return out
-
-
-def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A config file as a dict; ``extends: OTHER.yaml`` (relative to the file) is loaded
-    first and deep-merged under this file's fields (lists are replaced, not merged)."""
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    if path.resolve() in seen:
-        raise ConfigError(f"config {path}: `extends` cycle")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"config {path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config {path} is not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"invalid config {path}: expected a mapping at the top level")
-    parent = data.pop("extends", None)
-    if parent is None:
-        return data
-    return _deep_merge(_read_yaml(path.parent / parent, seen + (path.resolve(),)), data)
-
-
 def load_config(path: str | os.PathLike) -> RunConfig:
     path = Path(path)
-    return load_config_dict(_read_yaml(path), str(path))
+    return load_config_dict(read_yaml(path), str(path))
 
 
 def dump_config(cfg: RunConfig, path: str | os.PathLike) -> None:

@@ -37,7 +37,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
-from edv_ray.config import ConfigError, RunConfig, _deep_merge, _read_yaml, load_config_dict
+from edv_ray.config import ConfigError, RunConfig, load_config_dict
+from edv_ray.config_files import deep_merge, read_yaml
 
 
 class SweepConfig(BaseModel):
@@ -52,7 +53,7 @@ class SweepConfig(BaseModel):
 
 def _set_path(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     keys = dotted.split(".")
-    out = _deep_merge(cfg, {})
+    out = deep_merge(cfg, {})
     node = out
     for k in keys[:-1]:
         node[k] = dict(node.get(k) or {})
@@ -74,10 +75,10 @@ def expand(sweep: SweepConfig, base: dict[str, Any]) -> list[tuple[str, dict[str
         choices.append(list(vals.items()) if isinstance(vals, dict) else [(v, v) for v in vals])
     out = []
     for point in itertools.product(*choices):
-        cfg, axes = _deep_merge(base, {}), {}
+        cfg, axes = deep_merge(base, {}), {}
         for name, (label, value) in zip(names, point):
             if isinstance(sweep.axes[name], dict):  # a named override (e.g. a pool)
-                cfg = _deep_merge(cfg, value)
+                cfg = deep_merge(cfg, value)
             else:
                 cfg = _set_path(cfg, name, value)
             axes[name] = label
@@ -96,7 +97,7 @@ def load_sweep(path: str | Path) -> tuple[SweepConfig, list[tuple[str, RunConfig
         sweep = SweepConfig.model_validate(raw)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
         raise ConfigError(f"invalid sweep {path}: {err}") from None
-    base = _read_yaml(path.parent / sweep.base) if isinstance(sweep.base, str) else sweep.base
+    base = read_yaml(path.parent / sweep.base) if isinstance(sweep.base, str) else sweep.base
     if not sweep.axes:
         raise ConfigError(f"sweep {path}: `axes` is empty")
     variants = [(rid, load_config_dict(cfg, f"{path} [{rid}]"), axes)
