@@ -14,8 +14,8 @@ timeouts alone bound each read, not the call). The attempt runs as a task on one
 background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion`` (or, with
 ``transport="openai_sdk"``, the OpenAI SDK for OpenAI-compatible endpoints:
 :mod:`edv_ray.llm.transport`); at the bound the task is cancelled, which closes its
-connection — no abandoned thread or socket is left behind, however many calls time out. An attempt cut short by the episode deadline
-raises :class:`EpisodeDeadlineExceeded`.
+connection — no abandoned thread or socket is left behind, however many calls time out.
+An attempt cut short by the episode deadline raises :class:`EpisodeDeadlineExceeded`.
 
 Retries. Transient failures (5xx, timeouts, connection errors, rate limits, garbled
 bodies) are retried with exponential backoff and jitter (:func:`~edv_ray.llm.breaker.
