@@ -19,6 +19,7 @@ from edv_ray.llm.client import Endpoint, LLMClient
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA
 from edv_ray.report import memory_audit as MA
+from edv_ray.report import memory_audit_human as MH
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 from edv_ray.results.schema import EPISODE_SCHEMA
 from edv_ray.testing.scripted_server import ScriptedServer
@@ -195,7 +196,7 @@ def test_rating_sheet_round_trip(judge, tmp_path):
         r.update(groundedness=str(3 if g is None else g), actionability=" 3 ", specificity="2",
                  comment="ok")
     sheet[0]["specificity"] = ""  # a blank cell: not rated
-    n = MA.import_human_scores(run, write_sheet(tmp_path / "alice.csv", sheet))
+    n = MH.import_human_scores(run, write_sheet(tmp_path / "alice.csv", sheet))
     assert n == 5
     human = read_rows(run / "audit" / "human_scores.parquet")
     assert len(human) == 5 and {h["rater"] for h in human} == {"alice"}
@@ -207,8 +208,8 @@ def test_rating_sheet_round_trip(judge, tmp_path):
     assert a["pairs"] == 2 and a["exact_agreement"] == 0.5 and a["mean_abs_diff"] == 1.0
     assert (run / "audit" / "summary.csv").is_file()
     # importing the same rater again replaces the rows; another rater adds
-    MA.import_human_scores(run, tmp_path / "alice.csv")
-    MA.import_human_scores(run, tmp_path / "alice.csv", rater="bob")
+    MH.import_human_scores(run, tmp_path / "alice.csv")
+    MH.import_human_scores(run, tmp_path / "alice.csv", rater="bob")
     assert sorted(h["rater"] for h in read_rows(run / "audit" / "human_scores.parquet")) == \
         ["alice"] * 5 + ["bob"] * 5
 
@@ -223,7 +224,7 @@ def test_bad_values_rejected(judge, tmp_path, cell, needle):
         r.update({c: "2" for c in MA.CRITERIA})
     sheet[1]["potential_harm"] = cell
     with pytest.raises(MA.HumanScoreError, match="row 3: potential_harm") as err:
-        MA.import_human_scores(run, write_sheet(tmp_path / "r.csv", sheet))
+        MH.import_human_scores(run, write_sheet(tmp_path / "r.csv", sheet))
     assert needle in str(err.value) and "nothing imported" in str(err.value)
     assert not (run / "audit" / "human_scores.parquet").exists()
 
@@ -235,15 +236,15 @@ def test_unknown_and_duplicate_ids_and_missing_columns_rejected(judge, tmp_path)
     rows = [{**sheet[0], "groundedness": "1"}, {**sheet[0], "groundedness": "2"},
             {"item_id": "made-up-id", "groundedness": "3"}]
     with pytest.raises(MA.HumanScoreError) as err:
-        MA.import_human_scores(run, write_sheet(tmp_path / "r.csv", rows))
+        MH.import_human_scores(run, write_sheet(tmp_path / "r.csv", rows))
     msg = str(err.value)
     assert "row 3: item" in msg and "rated twice" in msg
     assert "row 4: unknown item id 'made-up-id'" in msg
     with pytest.raises(MA.HumanScoreError, match="missing column.*potential_harm"):
-        MA.import_human_scores(run, write_sheet(tmp_path / "c.csv", rows, fields=["item_id", "groundedness"]))
+        MH.import_human_scores(run, write_sheet(tmp_path / "c.csv", rows, fields=["item_id", "groundedness"]))
     assert not (run / "audit" / "human_scores.parquet").exists()
     with pytest.raises(MA.HumanScoreError, match="run the memory audit first"):
-        MA.import_human_scores(make_run(tmp_path / "other"), tmp_path / "r.csv")
+        MH.import_human_scores(make_run(tmp_path / "other"), tmp_path / "r.csv")
 
 
 def test_cli_functions(judge, tmp_path):
