@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def _create_temp(path: Path) -> Path:
-    """A new empty hidden file beside ``path``, mode 0666 & ~umask (like ``open(p, "w")``)."""
+def _open_temp(path: Path) -> tuple[Path, int]:
+    """A new empty hidden file beside ``path``, mode 0666 & ~umask (like ``open(p, "w")``),
+    and its open descriptor (write-only)."""
     for _ in range(100):
         tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
         try:
@@ -27,17 +28,22 @@ def _create_temp(path: Path) -> Path:
                          0o666)
         except FileExistsError:
             continue
-        os.close(fd)
-        return tmp
+        return tmp, fd
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    path = Path(path)
-    tmp = _create_temp(path)
+def _create_temp(path: Path) -> Path:
+    """Like :func:`_open_temp`, closed (for writers that open the file themselves)."""
+    tmp, fd = _open_temp(path)
+    os.close(fd)
+    return tmp
+
+
+def _write_bytes_atomic(path: Path, data: bytes | memoryview) -> Path:
+    tmp, fd = _open_temp(path)
     try:
-        tmp.write_text(text, encoding="utf-8")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -45,9 +51,15 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    return _write_bytes_atomic(Path(path), text.encode("utf-8"))
+
+
 # for files of a row or two (one per episode, merged later by compaction): no dictionary
 # pages or column statistics, which cost a quarter of an episode's write (4.2 → 3.1 ms CPU
-# for its two files) and buy nothing at that size
+# for its two files) and buy nothing at that size; such a file is built in memory and
+# written with one open, not through Arrow's file layer (~0.4 ms less a file)
 SMALL_FILE = {"use_dictionary": False, "write_statistics": False}
 
 
@@ -55,9 +67,13 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike, small: bool = F
     """Write ``table`` to ``path`` atomically, creating parent folders."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if small:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, **SMALL_FILE)
+        return _write_bytes_atomic(path, memoryview(sink.getvalue()))
     tmp = _create_temp(path)
     try:
-        pq.write_table(table, str(tmp), **(SMALL_FILE if small else {}))
+        pq.write_table(table, str(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

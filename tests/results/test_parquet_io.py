@@ -8,7 +8,9 @@ import stat
 import pyarrow as pa
 import pytest
 
-from edv_ray.results.parquet_io import read_rows, write_rows_atomic, write_table_atomic
+from edv_ray.results.parquet_io import (
+    _write_bytes_atomic, read_rows, write_rows_atomic, write_table_atomic, write_text_atomic,
+)
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])
 
@@ -17,11 +19,17 @@ def _mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+# small=True: built in memory, written with one open (per-episode files); both must hold
+SMALL = pytest.mark.parametrize("small", [False, True], ids=["file", "small"])
+
+
+@SMALL
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
-def test_atomic_write_has_the_mode_of_a_normal_file(tmp_path, umask):
+def test_atomic_write_has_the_mode_of_a_normal_file(tmp_path, umask, small):
     old = os.umask(umask)
     try:
-        path = write_rows_atomic([{"a": 1, "b": "x"}], tmp_path / "sub" / "t.parquet", SCHEMA)
+        path = write_rows_atomic([{"a": 1, "b": "x"}], tmp_path / "sub" / "t.parquet", SCHEMA,
+                                 small=small)
         normal = tmp_path / "config.yaml"
         normal.write_text("x: 1\n")
     finally:
@@ -30,21 +38,33 @@ def test_atomic_write_has_the_mode_of_a_normal_file(tmp_path, umask):
     assert _mode(path) == _mode(normal)
 
 
-def test_rewrite_is_atomic_and_leaves_no_temp_files(tmp_path):
+@SMALL
+def test_rewrite_is_atomic_and_leaves_no_temp_files(tmp_path, small):
     path = tmp_path / "t.parquet"
-    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA)
-    write_rows_atomic([{"a": 2, "b": "y"}, {"a": 3, "b": None}], path, SCHEMA)
+    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA, small=small)
+    write_rows_atomic([{"a": 2, "b": "y"}, {"a": 3, "b": None}], path, SCHEMA, small=small)
     assert read_rows(path) == [{"a": 2, "b": "y"}, {"a": 3, "b": None}]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
 
 
-def test_a_failed_write_keeps_the_old_file_and_removes_its_temp(tmp_path):
+@SMALL
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temp(tmp_path, small):
     path = tmp_path / "t.parquet"
-    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA)
+    write_rows_atomic([{"a": 1, "b": "x"}], path, SCHEMA, small=small)
     with pytest.raises((TypeError, AttributeError)):
-        write_table_atomic("not a table", path)  # fails inside the write, after the temp
+        write_table_atomic("not a table", path, small=small)  # fails inside the write
     assert read_rows(path) == [{"a": 1, "b": "x"}]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_bytes_that_fail_to_write_leave_no_temp(tmp_path):
+    """The one-open path fails after its temp file exists: the temp goes, the old file stays."""
+    path = tmp_path / "t.txt"
+    write_text_atomic(path, "old")
+    with pytest.raises(TypeError):
+        _write_bytes_atomic(path, 12345)  # not bytes: fails in write(), after the open
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
 
 
 def test_episode_files_are_small_and_compaction_restores_statistics(tmp_path):
