@@ -14,8 +14,8 @@ the zero price below; ~4.5 ms without), this path ~1.3 ms (2.3 ms through
 ``chat.completions.create``, whose TypedDict walk of every message and tool schema is
 skipped here as litellm skips it). That CPU is what bounds a worker at 64–128 calls in
 flight: ``experiments/bench/scale.py`` at 1 s/call, 128 in flight, 2 workers on 2 cores,
-1,000 episodes: 0.77–0.81 of the LLM-bound ideal with litellm, 0.86–0.90 with this (3,000
-episodes: 0.78 and 0.92). The body is sent as given — no litellm parameter translation, so
+1,000 episodes: 0.71–0.86 of the LLM-bound ideal with litellm, 0.86–0.91 with this (3,000
+episodes: 0.83 and 0.94). The body is sent as given — no litellm parameter translation, so
 use it for servers that speak the OpenAI format. litellm stays the default: the project's
 one client for every provider.
 

@@ -5,6 +5,7 @@ per-episode Parquet files, with and without compaction.
 
     .venv/bin/python experiments/bench/scale.py                        # the default grid
     .venv/bin/python experiments/bench/scale.py --grid 1:128:2 --episodes 1000
+    .venv/bin/python experiments/bench/scale.py --skip-files --grid 1:128:2,1:128:2:openai_sdk --repeat 3
     .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000 --uncompacted-files 10000
 
 Grid entries are ``delay_s:in_flight:workers[:transport]`` (transport: ``litellm``, the
@@ -20,6 +21,7 @@ import argparse
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -192,6 +194,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep each run's folder (printed)")
     ap.add_argument("--start-interval", type=float, default=None,
                     help="runtime.start_interval_s (default: the config's)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per grid entry (identical runs on a small VM spread by several "
+                         "points of ideal/phase); with >1, a median/min/max line per entry")
     ap.add_argument("--skip-runs", action="store_true")
     ap.add_argument("--skip-files", action="store_true")
     args = ap.parse_args()
@@ -203,11 +208,13 @@ def main() -> int:
                     "latency mean/p95 s", "driver RSS MB", "workers RSS MB", "CPU s/episode"):
             table.add_column(col, justify="right")
         verdicts: list[str] = []
-        for entry in args.grid.split(","):
+        ratios: dict[str, list[float]] = {}
+        for entry in [e for e in args.grid.split(",") for _ in range(max(1, args.repeat))]:
             d, f, w, *t = entry.split(":")
             transport = t[0] if t else "litellm"
             r = run_one(float(d), int(f), int(w), args.episodes, transport, args.keep,
                         args.start_interval)
+            ratios.setdefault(entry, []).append(r["ideal"] / r["phase"])
             cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
             cores = {g: v / r["phase"] for g, v in r["cpu"].items()}
             table.add_row(d, f, w, transport, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
@@ -230,6 +237,10 @@ def main() -> int:
         console.print(table)
         for line in verdicts:
             console.print(line)
+        if args.repeat > 1:
+            for entry, rs in ratios.items():
+                console.print(f"{entry}: ideal/phase over {len(rs)} runs: median "
+                              f"{statistics.median(rs):.2f} (min {min(rs):.2f}, max {max(rs):.2f})")
     if not args.skip_files:
         table = Table(title="one-row episode files: listing and DuckDB, before/after compaction")
         for col in ("episodes", "compacted", "write s", "compact s", "list s", "files listed",
