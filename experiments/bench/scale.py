@@ -209,7 +209,8 @@ def main() -> int:
             table.add_column(col, justify="right")
         verdicts: list[str] = []
         ratios: dict[str, list[float]] = {}
-        for entry in [e for e in args.grid.split(",") for _ in range(max(1, args.repeat))]:
+        # repeats interleave (A B A B …), so a machine's drift over minutes hits every entry
+        for entry in [e for _ in range(max(1, args.repeat)) for e in args.grid.split(",")]:
             d, f, w, *t = entry.split(":")
             transport = t[0] if t else "litellm"
             r = run_one(float(d), int(f), int(w), args.episodes, transport, args.keep,
