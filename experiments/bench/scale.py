@@ -215,18 +215,19 @@ def main() -> int:
             transport = t[0] if t else "litellm"
             r = run_one(float(d), int(f), int(w), args.episodes, transport, args.keep,
                         args.start_interval)
-            ratios.setdefault(entry, []).append(r["ideal"] / r["phase"])
+            ratio = r["ideal"] / r["phase"]
+            ratios.setdefault(entry, []).append(ratio)
             cpu = sum(v for g, v in r["cpu"].items() if g in ("driver", "workers"))
             cores = {g: v / r["phase"] for g, v in r["cpu"].items()}
             table.add_row(d, f, w, transport, str(r["episodes"]), f"{r['pass1']:.2f}", f"{r['wall']:.1f}",
                           f"{r['phase']:.1f}", f"{r['ideal']:.1f}",
-                          f"{r['ideal'] / r['phase']:.2f}", f"{r['eps']:.1f}",
+                          f"{ratio:.2f}", f"{r['eps']:.1f}",
                           f"{r['lat']:.2f}/{r['p95']:.2f}", f"{r['driver_mb']:.0f}",
                           f"{r['workers_mb']:.0f}", f"{cpu / max(1, r['episodes']):.3f}")
             if float(d) == 1.0 and int(f) == 128:
-                verdicts.append(f"{entry}: {r['ideal'] / r['phase']:.2f} × the LLM-bound ideal "
+                verdicts.append(f"{entry}: {ratio:.2f} × the LLM-bound ideal "
                                 f"(target ≥ 0.9 at 1 s/call, 128 in flight): "
-                                f"{'MET' if r['ideal'] / r['phase'] >= 0.9 else 'not met'}")
+                                f"{'MET' if ratio >= 0.9 else 'not met'}")
             idle = r["idle"]
             console.print(f"done {entry}: idle slot-seconds: first fill {idle['fill']:.0f} "
                           f"({idle['fill_share']:.1%}), between episodes {idle['between']:.0f} "
