@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
-    from edv_ray.report.memory_audit import add_parsers
+    from edv_ray.report.memory_audit_cli import add_parsers
 
     add_parsers(sub)  # edv audit RUN_DIR ... / edv audit-import RUN_DIR FILE.csv
     return p
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"sweep: {len(results) - len(bad)}/{len(results)} variant(s) complete")
             return 0 if not bad else 4
         if args.cmd in ("audit", "audit-import"):
-            from edv_ray.report.memory_audit import run_cli
+            from edv_ray.report.memory_audit_cli import run_cli
 
             return run_cli(args, console)
         if args.cmd == "submit":

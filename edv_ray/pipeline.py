@@ -51,6 +51,25 @@ def selected_tasks(cfg: RunConfig) -> dict[str, list]:
     return out
 
 
+def write_selection(cfg: RunConfig, run_id: str, run_dir: Path) -> None:
+    """``selection/part.parquet``: every task the run selected, test and training, so
+    checks and comparisons know what each method should have scored."""
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.methods.registry import get_method
+    from edv_ray.results.parquet_io import write_rows_atomic
+    from edv_ray.results.schema import SELECTION_SCHEMA
+
+    env, b = get_env(cfg.benchmark.name), cfg.benchmark
+    sels = [("test", b.split, b.task_ids, b.num_tasks)]
+    if any(get_method(m).uses_train for m in cfg.method_names()):
+        sels.append(("train", b.train_split, b.train_task_ids, b.num_train_tasks))
+    rows = [dict(run_id=run_id, selection=which, split=split, domain=d, task_id=t.id,
+                 task_type=env.task_type(b, d, t))
+            for which, split, ids, n in sels
+            for d, ts in env.select_tasks(b, split, ids, n).items() for t in ts]
+    write_rows_atomic(rows, run_dir / "selection" / "part.parquet", SELECTION_SCHEMA)
+
+
 def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
     """Each agent's model must hold the full policy plus its answer (DESIGN: policies are
     never cut); one clear error naming model and sizes otherwise."""
@@ -182,6 +201,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
 
     _set_aside_damaged(run_dir, console)
     dump_config(cfg, run_dir / "config.yaml")
+    write_selection(cfg, run_id, run_dir)
     store = RunStore(run_dir)
     store.write_pool([
         {"agent": a.name, "model": a.model, "prompt_strategy": a.prompt_strategy,

@@ -1,7 +1,7 @@
 """Memory experiments shared by methods with memory: contamination and memory_from.
 
 **Contamination** (``contamination: x``): before inference, coherent-but-wrong items —
-the benchmark's poison rules (``edv_ray/edv/poison/<domain>.yaml``) — are injected so
+the benchmark's poison rules (``edv_ray/methods/poison/<domain>.yaml``) — are injected so
 that they make up a share x of the method's bank. Each injected item is listed in
 ``contamination/method=M/items.parquet``; the ``contamination_use`` view gives, per
 method, how many inference episodes retrieved one and the Pass@1 of both groups. The
@@ -15,12 +15,16 @@ run (e.g. a bank built by pool A, used by model B); the source is recorded in
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import yaml
 
 from edv_ray.results.parquet_io import write_rows_atomic
 
@@ -29,6 +33,13 @@ ITEMS_SCHEMA = pa.schema([
     ("domain", pa.string()), ("item_id", pa.string()), ("rule", pa.string()),
     ("share_asked", pa.float64()), ("share_reached", pa.float64()),
 ])
+
+
+@functools.lru_cache(maxsize=None)
+def load_poison(domain: str) -> tuple[dict[str, Any], ...]:
+    """The domain's poison rules (read once per process; callers must not mutate them)."""
+    text = resources.files("edv_ray.methods").joinpath("poison", f"{domain}.yaml").read_text()
+    return tuple(yaml.safe_load(text) or [])
 
 
 def n_to_inject(n_clean: int, share: float, available: int) -> int:

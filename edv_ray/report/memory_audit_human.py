@@ -1,6 +1,5 @@
-"""People's side of the memory audit (:mod:`edv_ray.report.memory_audit`): the rating
-sheet of the audited sample, and filled sheets imported back into
-``RUN_DIR/audit/human_scores.parquet``."""
+"""People's side of the memory audit (:mod:`edv_ray.report.memory_audit`): filled rating
+sheets imported back into ``RUN_DIR/audit/human_scores.parquet``."""
 
 from __future__ import annotations
 
@@ -12,27 +11,10 @@ from pathlib import Path
 from edv_ray.report.memory_audit import (
     CRITERIA,
     HUMAN_SCHEMA,
-    SHEET_COLUMNS,
-    AuditItem,
     HumanScoreError,
     audit_dir,
-    source_task,
 )
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
-
-
-def export_rating_sheet(run_dir: str | Path, items: list[AuditItem]) -> Path:
-    """The audited sample for human raters: item, method, bank, text, source task, and
-    one empty column per criterion (integers 0–5) plus a comment."""
-    path = audit_dir(run_dir) / "human_rating_sheet.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
-        w.writeheader()
-        for it in items:
-            w.writerow({"item_id": it.item_id, "method": it.method, "bank": it.bank,
-                        "text": it.text, "source_task": source_task(it)})
-    return path
 
 
 _SCORE = re.compile(r"[0-5]")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from edv_ray.results.views import connect
@@ -79,7 +80,34 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
             con.execute(f"COPY ({sql}) TO '{out_dir / (name + '.csv')}' (HEADER)")
     if save and results.get("ability_matrix"):
         plot_ability_matrix(results["ability_matrix"], out_dir / "ability_matrix.png")
+    if which is None:
+        results["validity"] = print_validity(run_dir, con, console, out_dir if save else None)
     return results
+
+
+def print_validity(run_dir: Path, con, console: Console, out_dir: Path | None) -> list[dict]:
+    """The validity checks table (every check with its figure); failures also as warnings."""
+    import csv
+
+    from edv_ray.report.validity import failed, run_checks
+
+    checks = run_checks(run_dir, con)
+    rows = [c.row() for c in checks]
+    cols = ["name", "method", "ok", "figure", "detail"]
+    console.print(_rich_table("Validity checks", cols,
+                              [tuple("PASS" if c == "ok" and r[c] else "FAIL" if c == "ok" else r[c]
+                                     for c in cols) for r in rows]))
+    for c in failed(checks):
+        console.print(f"[yellow]warning: validity check {escape(c.name)}"
+                      f"{' (' + escape(c.method) + ')' if c.method else ''} failed: "
+                      f"{escape(c.detail)} ({escape(c.figure)})[/]")
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "validity.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows([{c: r[c] for c in cols} for r in rows])
+    return rows
 
 
 def plot_ability_matrix(rows: list[dict], path: Path) -> None:

@@ -5,6 +5,10 @@ Tables (under a run folder, hive-partitioned by low-cardinality keys):
   llm_calls/stage=S/<episode_id>.a<attempt>.parquet  one row per model call
   pool/agents.parquet                                the pool (so empty matrix cells exist)
   routing/method=M/epoch=E/part.parquet              Model Selector decisions
+  selection/part.parquet                             the tasks the run selected (test / train)
+  uses/method=M/<stage>-e<epoch>-<hash>.parquet      which episodes each method used (an
+                                                     episode two methods share is listed
+                                                     under both)
 """
 
 from __future__ import annotations
@@ -84,4 +88,21 @@ ROUTING_SCHEMA = pa.schema([  # routing/method=M/epoch=E/part.parquet: one row p
     ("basis", pa.string()),  # task_type | domain | prior | fixed
     ("score", pa.float64()),
     ("attempts", pa.int64()),
+])
+
+SELECTION_SCHEMA = pa.schema([  # selection/part.parquet: one row per selected task
+    ("run_id", pa.string()),
+    ("selection", pa.string()),  # test | train
+    ("split", pa.string()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("task_type", pa.string()),
+])
+
+USES_SCHEMA = pa.schema([  # uses/method=M/...: one row per (method, episode) it used
+    ("run_id", pa.string()),
+    ("stage", pa.string()),
+    ("epoch", pa.int32()),
+    ("episode_id", pa.string()),
+    ("memory_key", pa.string()),  # what memory the episode was given (null = none)
 ])

@@ -56,17 +56,26 @@ def register_table(con, name: str, folder: Path, schema, partition_keys: list[st
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _{name}_empty")
 
 
+METHOD_VIEWS = "edv_ray.methods.views"
+
+
 def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
-            con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the run's views (empty views if no files yet)."""
+            con: duckdb.DuckDBPyConnection | None = None,
+            with_methods: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the run's views (empty views if no files yet).
+    ``with_methods``: also every registered method's views and ``method_results``
+    (:mod:`edv_ray.methods.views`)."""
     run_dir = Path(run_dir)
     con = con or duckdb.connect()
-    from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA, ROUTING_SCHEMA
+    from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA, ROUTING_SCHEMA,
+                                        SELECTION_SCHEMA, USES_SCHEMA)
 
     register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
     register_table(con, "llm_calls", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
     register_table(con, "pool", run_dir / "pool", POOL_SCHEMA, [])
     register_table(con, "routing", run_dir / "routing", ROUTING_SCHEMA, ["method", "epoch"])
+    register_table(con, "selection", run_dir / "selection", SELECTION_SCHEMA, [])
+    register_table(con, "uses", run_dir / "uses", USES_SCHEMA, ["method"])
     stages = ", ".join("'" + s.replace("'", "''") + "'" for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS
@@ -132,50 +141,8 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                count(*) FILTER (WHERE basis = 'prior') AS used_prior
         FROM routing GROUP BY ALL ORDER BY method, epoch, basis
     """)
-    add_method_views(con, run_dir)
+    if with_methods:  # the methods' plug-in views, found by name (methods sit above results)
+        import importlib
+
+        importlib.import_module(METHOD_VIEWS).add_method_views(con, run_dir)
     return con
-
-
-def add_method_views(con, run_dir: Path) -> None:
-    """Each registered method adds its own tables/views and its method_results rows."""
-    import pyarrow as pa
-
-    from edv_ray.methods.registry import known_methods
-
-    methods = known_methods()
-    parts, phases = [], []
-    admitted = ["SELECT NULL::VARCHAR AS method, NULL::VARCHAR AS bank, 0::BIGINT AS items WHERE false"]
-    for name, m in sorted(methods.items()):
-        if m.add_views is not None:
-            m.add_views(con, run_dir)
-        parts.append(f"SELECT * FROM ({m.results_sql})")
-        if m.admitted_sql:
-            admitted.append(f"SELECT * FROM ({m.admitted_sql})")
-        phases += [{"method": name, "stage": st, "phase": ph} for st, ph in m.phases.items()]
-    con.execute("CREATE OR REPLACE VIEW method_results AS " + " UNION ALL BY NAME ".join(parts))
-    con.execute("CREATE OR REPLACE VIEW admitted AS " + " UNION ALL BY NAME ".join(admitted))
-    schema = pa.schema([("method", pa.string()), ("stage", pa.string()), ("phase", pa.string())])
-    con.register("_method_phases", pa.Table.from_pylist(phases, schema=schema))
-    from edv_ray.methods.contamination import add_views as add_contamination_views
-
-    add_contamination_views(con, run_dir)
-    con.execute("""
-        CREATE OR REPLACE VIEW method_pass_at_1 AS
-        SELECT method, epoch, agent, domain, count(*) AS n,
-               count(*) FILTER (WHERE status = 'error') AS errors,
-               count(*) FILTER (WHERE success) AS successes,
-               count(*) FILTER (WHERE success) / count(*) AS pass_at_1,
-               wilson_low(count(*) FILTER (WHERE success), count(*)) AS ci_low,
-               wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
-        FROM method_results GROUP BY ALL ORDER BY method, epoch, agent, domain
-    """)
-    con.execute("""
-        CREATE OR REPLACE VIEW token_use AS
-        SELECT c.run_id, p.method, p.phase, c.stage, c.role, c.agent, c.model,
-               count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
-               sum(c.completion_tokens)::BIGINT AS completion_tokens
-        FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
-        WHERE p.method IN (SELECT DISTINCT method FROM episodes
-                           UNION SELECT DISTINCT method FROM method_results)
-        GROUP BY ALL ORDER BY p.method, p.phase, c.stage, c.role
-    """)

@@ -124,7 +124,7 @@ def test_router_picks_the_best_ability_cell(server, tmp_path):
 
 
 def test_route_with_no_votes_discards():
-    from edv_ray.edv.stages import route
+    from edv_ray.methods.edv.stages import route
 
     assert route({}) == ("discard", [])
     assert route({"a": True, "b": False}) == ("private", ["a"])

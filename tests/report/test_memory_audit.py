@@ -19,6 +19,7 @@ from edv_ray.llm.client import Endpoint, LLMClient
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA
 from edv_ray.report import memory_audit as MA
+from edv_ray.report import memory_audit_cli as MC
 from edv_ray.report import memory_audit_human as MH
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 from edv_ray.results.schema import EPISODE_SCHEMA
@@ -252,19 +253,19 @@ def test_cli_functions(judge, tmp_path):
     judge.add_script("auditor", auditor(standard_judge))
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
-    MA.add_parsers(sub)
+    MC.add_parsers(sub)
     out = io.StringIO()
     con = Console(file=out, width=200)
     args = p.parse_args(["audit", str(run), "--model-endpoint", judge.base_url, "--model", "m",
                          "--sample", "1", "--seed", "3", "--retries", "0"])
-    assert MA.run_cli(args, con) == 0
+    assert MC.run_cli(args, con) == 0
     assert len(read_rows(run / "audit" / "memory_audit.parquet")) == 2 and "Memory audit" in out.getvalue()
     sheet = read_sheet(run)
     sheet[0]["groundedness"] = "9"
-    assert MA.run_cli(p.parse_args(["audit-import", str(run), str(write_sheet(tmp_path / "s.csv", sheet))]),
+    assert MC.run_cli(p.parse_args(["audit-import", str(run), str(write_sheet(tmp_path / "s.csv", sheet))]),
                       con) == 2
     sheet[0]["groundedness"] = "4"
-    assert MA.run_cli(p.parse_args(["audit-import", str(run), str(write_sheet(tmp_path / "s.csv", sheet)),
+    assert MC.run_cli(p.parse_args(["audit-import", str(run), str(write_sheet(tmp_path / "s.csv", sheet)),
                                     "--rater", "carol"]), con) == 0
     assert [h["rater"] for h in read_rows(run / "audit" / "human_scores.parquet")] == ["carol"]
 

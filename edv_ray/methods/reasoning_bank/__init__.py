@@ -110,7 +110,6 @@ def _stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, ep
 def contaminate(ctx, share: float) -> None:
     """Per agent bank: poison entries (a real entry's task query, a poison rule as the item)
     until they are ``share`` of the entries — coherent with past tasks, wrong in content."""
-    from edv_ray.edv.plan import load_poison
     from edv_ray.methods import contamination as C
     from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, load_entries
     from edv_ray.results.parquet_io import write_rows_atomic
@@ -119,7 +118,7 @@ def contaminate(ctx, share: float) -> None:
     for agent in ctx.cfg.executor_names():
         bank = _bank_dir(ctx, agent)
         clean = [e for e in load_entries(bank) if e["status"] != "contamination"]
-        pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in load_poison(d)]
+        pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in C.load_poison(d)]
         n = C.n_to_inject(len(clean), share, len(pool))
         for i, ((domain, p), host) in enumerate(zip(pool[:n], clean)):
             eid = f"rb-contamination-{agent}-{i}"

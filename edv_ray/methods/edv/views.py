@@ -17,7 +17,7 @@ from pathlib import Path
 def add_edv_views(con, run_dir: Path) -> bool:
     """Register the EDV views (empty when the run has no EDV stage output); returns
     whether the run has EDV output."""
-    from edv_ray.edv import records as R
+    from edv_ray.methods.edv import records as R
     from edv_ray.results.views import register_table
 
     base = Path(run_dir) / "edv"

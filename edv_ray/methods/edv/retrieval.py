@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from edv_ray.runtime.spec import Retrieval
+from edv_ray.runtime.spec import MemoryRequest, Retrieval
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[tuple, object]] = {}
@@ -47,3 +47,16 @@ def edv_experiences(observed_text: str, params: dict) -> Retrieval:
                     domain=params.get("domain"))
     return Retrieval(texts=[h.item.render() for h in hits],
                      item_ids=[h.item.item_id for h in hits], banks=[h.bank for h in hits])
+
+
+def memory_fn(ctx, e):
+    """Retrieval for (task, solver): shared first, then the solver's private bank,
+    never an item distilled from this task (leave-one-task-out, default on)."""
+    if e.retrieval_k == 0:
+        return None
+    def fn(domain, task, agent):
+        return MemoryRequest(provider="edv_ray.methods.edv.retrieval:edv_experiences", params=dict(
+            bank_dir=str(ctx.run_dir / "memory"), solver=agent, k=e.retrieval_k,
+            tau=e.retrieval_tau, domain=domain, dedup_threshold=e.dedup_threshold,
+            exclude_task_ids=[task.id] if e.leave_one_task_out else []))
+    return fn

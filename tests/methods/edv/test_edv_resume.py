@@ -18,7 +18,7 @@ from edv_ray import pipeline
 from edv_ray.config import load_config_dict
 from edv_ray.memory import MemoryBank
 from edv_ray.results.views import connect
-from tests.edv.test_edv_construction import (
+from tests.methods.edv.test_edv_construction import (
     DISTINCT,
     distiller_script,
     edv_config,

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edv_ray.memory.retrieval import DEFAULT_K, DEFAULT_TAU
 
+NAME = "edv"
+INFER_STAGE = "infer"
+
 
 class EDVConfig(BaseModel):
     """The paradigm as configuration (every switch the paper ablates).

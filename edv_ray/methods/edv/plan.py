@@ -6,16 +6,13 @@ resumed run — or a rerun with the same seed — draws the same group and disti
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
-
 from edv_ray.config import RunConfig
-from edv_ray.edv.config import EDVConfig
-from edv_ray.edv.records import candidate_id
+from edv_ray.methods.edv.config import EDVConfig
+from edv_ray.methods.contamination import load_poison
+from edv_ray.methods.edv.records import candidate_id
 from edv_ray.methods.steps import draw_group, task_rng
 
 
@@ -56,13 +53,6 @@ def draw_roles(cfg: RunConfig, e: EDVConfig, epoch: int, domain: str, task_id: s
     else:
         verifiers = [(distiller, "none")]
     return TaskRoles(group, distiller, dtype, verifiers)
-
-
-@functools.lru_cache(maxsize=None)
-def load_poison(domain: str) -> tuple[dict[str, Any], ...]:
-    """The domain's poison rules (read once per process; callers must not mutate them)."""
-    text = resources.files("edv_ray.edv").joinpath("poison", f"{domain}.yaml").read_text()
-    return tuple(yaml.safe_load(text) or [])
 
 
 def poison_candidates(cfg: RunConfig, e: EDVConfig, epoch: int, domain: str,

@@ -12,7 +12,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from edv_ray.edv.records import (
+from edv_ray.methods.edv.records import (
     DistillAnswer,
     DistilledExperience,
     TrajectoryView,
@@ -51,7 +51,7 @@ def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Ca
 
     def render(transcripts: list[str]) -> str:
         blocks = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(trajectories, transcripts))
-        return render_prompt("edv", "distill.v2", task=fence(task), policy=policy,
+        return render_prompt("methods/edv", "distill.v2", task=fence(task), policy=policy,
                              trajectories=blocks, reward_note=note, task_noun=task_noun,
                              max_candidates=max_candidates)
 
@@ -97,7 +97,7 @@ def vote(task: str, policy: str, context: list[TrajectoryView], title: str, when
     ``context`` = the runs the verifier judges from (its own run, as an executor)."""
     def render(transcripts: list[str]) -> str:
         runs = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(context, transcripts))
-        return render_prompt("edv", "verify.v2", task=fence(task), policy=policy,
+        return render_prompt("methods/edv", "verify.v2", task=fence(task), policy=policy,
                              context=runs or "(no run of yours is available)",
                              title=fence(title), when_to_use=fence(when_to_use), rule=fence(rule))
 

@@ -6,37 +6,18 @@ its private bank (after every epoch when ``edv.eval_after_each_epoch``)."""
 
 from __future__ import annotations
 
-from edv_ray.edv.config import EDVConfig, check_edv_pool
 from edv_ray.methods import steps
-from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, register
-
-NAME = "edv"
-INFER_STAGE = "infer"
-
-
-def memory_fn(ctx, e: EDVConfig):
-    """Retrieval for (task, solver): shared first, then the solver's private bank,
-    never an item distilled from this task (leave-one-task-out, default on)."""
-    if e.retrieval_k == 0:
-        return None
-    from edv_ray.runtime.spec import MemoryRequest
-
-    def fn(domain, task, agent):
-        return MemoryRequest(provider="edv_ray.edv.retrieval:edv_experiences", params=dict(
-            bank_dir=str(ctx.run_dir / "memory"), solver=agent, k=e.retrieval_k,
-            tau=e.retrieval_tau, domain=domain, dedup_threshold=e.dedup_threshold,
-            exclude_task_ids=[task.id] if e.leave_one_task_out else []))
-    return fn
+from edv_ray.methods.edv.config import INFER_STAGE, NAME, EDVConfig
+from edv_ray.methods.edv.retrieval import memory_fn
 
 
 def contaminate(ctx, bank, share: float) -> None:
     """Inject poison rules into the shared bank until they are ``share`` of it."""
-    from edv_ray.edv.plan import load_poison
     from edv_ray.memory import MemoryItem
     from edv_ray.methods import contamination as C
 
     clean = [i for i in bank.items(bank="shared") if i.distiller != "contamination"]
-    pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in load_poison(d)]
+    pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in C.load_poison(d)]
     n = C.n_to_inject(len(clean), share, len(pool))
     items = [MemoryItem(bank="shared", title=p["title"], when_to_use=p["when_to_use"],
                         rule=p["rule"], tags=[*p.get("tags", []), "contamination"], domain=d,
@@ -54,7 +35,7 @@ def contaminate(ctx, bank, share: float) -> None:
 
 
 def run(ctx, e: EDVConfig) -> None:
-    from edv_ray.edv.construct import run_epoch
+    from edv_ray.methods.edv.construct import run_epoch
     from edv_ray.memory import MemoryBank
     from edv_ray.methods import contamination as C
 
@@ -89,19 +70,8 @@ def infer(ctx, e: EDVConfig, bank, epoch: int, test: dict[str, list]) -> None:
 
 
 def add_views(con, run_dir) -> None:
-    from edv_ray.edv.views import add_edv_views
+    from edv_ray.methods.edv.views import add_edv_views
 
     add_edv_views(con, run_dir)
 
 
-register(Method(
-    name=NAME, config_cls=EDVConfig, run=run, check=check_edv_pool, add_views=add_views,
-    results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
-                           status, success, reward, episode_id
-                    FROM episodes WHERE stage = '{INFER_STAGE}'""",
-    admitted_sql=f"""SELECT '{NAME}' AS method, bank, count(*) AS items FROM memory_items
-                     WHERE distiller IS DISTINCT FROM 'contamination' GROUP BY bank""",
-    has_memory=True,
-    phases={"execute": CONSTRUCTION, "distill": CONSTRUCTION, "verify": CONSTRUCTION,
-            INFER_STAGE: INFERENCE},
-    summary="Execute–Distill–Verify with shared/private banks and routed inference"))

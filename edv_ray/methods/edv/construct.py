@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from edv_ray.edv import records as R
-from edv_ray.edv.config import EDVConfig
-from edv_ray.edv.jobs import StageJob, Voter
-from edv_ray.edv.plan import draw_roles, poison_candidates
-from edv_ray.edv.stages import route
+from edv_ray.methods.edv import records as R
+from edv_ray.methods.edv.config import NAME, EDVConfig
+from edv_ray.methods.edv.jobs import StageJob, Voter
+from edv_ray.methods.edv.plan import draw_roles, poison_candidates
+from edv_ray.methods.edv.retrieval import memory_fn
+from edv_ray.methods.edv.stages import route
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.memory.records import Vote
 from edv_ray.methods import steps
@@ -34,8 +35,6 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
     """One construction epoch. Returns the tasks left unfinished (their group had an
     infrastructure error, or a stage job failed): resume finishes them. A task is never
     distilled from an incomplete group."""
-    from edv_ray.methods.edv import NAME, memory_fn
-
     cfg = ctx.cfg
     roles = {(d, t.id): draw_roles(cfg, e, epoch, d, t.id) for d, ts in train.items() for t in ts}
     # ---- Execute --------------------------------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from edv_ray.edv import records as R
-from edv_ray.edv.stages import distill, supporting_ids, vote
+from edv_ray.methods.edv import records as R
+from edv_ray.methods.edv.stages import distill, supporting_ids, vote
 from edv_ray.llm.client import CallLedger, LLMClient
 from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.jobkit import (
@@ -66,7 +66,7 @@ class StageJob(JobBase, RoleBinding):
 
     @property
     def handler(self) -> str:
-        return f"edv_ray.edv.jobs:run_{self.kind}_job"
+        return f"edv_ray.methods.edv.jobs:run_{self.kind}_job"
 
 
 def trajectories(job: StageJob, env) -> tuple[list[R.TrajectoryView], str]:

@@ -1,0 +1,52 @@
+"""``edv audit`` and ``edv audit-import``: the memory audit on the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edv_ray.llm.client import Endpoint
+from edv_ray.report.memory_audit import audit_dir, audit_run, print_summary, summarize
+from edv_ray.report.memory_audit_human import HumanScoreError, import_human_scores
+
+
+def add_parsers(sub) -> None:
+    """``edv audit`` and ``edv audit-import`` on the CLI's subparsers."""
+    a = sub.add_parser("audit", help="LLM rubric over a sample of a run's memory items")
+    a.add_argument("run_dir")
+    a.add_argument("--model-endpoint", required=True, help="OpenAI-compatible base URL (…/v1)")
+    a.add_argument("--model", required=True, help="model name the endpoint serves")
+    a.add_argument("--api-key-env", help="environment variable holding the endpoint's key")
+    a.add_argument("--sample", type=int, default=20, help="items per method (default 20)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--retries", type=int, default=2, help="re-asks on a malformed answer")
+    a.add_argument("--json-mode", default="schema", choices=["schema", "json_object", "none"])
+    i = sub.add_parser("audit-import", help="import a filled human rating sheet (CSV)")
+    i.add_argument("run_dir")
+    i.add_argument("csv")
+    i.add_argument("--rater", help="rater name (default: a rater column, else the file name)")
+
+
+def run_cli(args, console) -> int:
+    """Handle ``audit`` / ``audit-import`` (parsed by :func:`add_parsers`); exit code."""
+    run_dir = Path(args.run_dir)
+    if args.cmd == "audit":
+        endpoint = Endpoint(model_name=args.model, litellm_model=f"openai/{args.model}",
+                            api_base=args.model_endpoint, api_key_env=args.api_key_env)
+        try:
+            table = audit_run(run_dir, endpoint, args.sample, args.seed, retries=args.retries,
+                              json_mode=args.json_mode)
+        except ValueError as err:  # nothing to audit
+            console.print(f"[red]error:[/] {err}")
+            return 2
+        print_summary(table, console)
+        console.print(f"scores: {audit_dir(run_dir) / 'memory_audit.parquet'}\n"
+                      f"rating sheet for people: {audit_dir(run_dir) / 'human_rating_sheet.csv'}")
+        return 0
+    try:
+        n = import_human_scores(run_dir, args.csv, args.rater)
+    except HumanScoreError as err:
+        console.print(f"[red]error:[/] {err}")
+        return 2
+    console.print(f"imported {n} rated item(s) into {audit_dir(run_dir) / 'human_scores.parquet'}")
+    print_summary(summarize(run_dir), console)
+    return 0
