@@ -147,7 +147,11 @@ class Tau2Benchmark(_BenchmarkCommon):
     name: Literal["tau2"] = "tau2"
     domains: list[str] = Field(default_factory=lambda: ["mock"])
     solo: Literal["auto", "always", "never"] = "auto"
-    task_type_key: Literal["domain", "domain_task_prefix"] = "domain"
+    # the Ability Matrix's task types (see runtime/task_types.py): the domain, the
+    # domain + task-id prefix (where ids name a family), or clusters of what the agent
+    # observes before it acts, learnt on the training tasks (n_task_types per domain)
+    task_type_key: Literal["domain", "domain_task_prefix", "observed_cluster"] = "domain"
+    n_task_types: int = Field(4, ge=1, le=64)
 
     @field_validator("domains")
     @classmethod
@@ -158,6 +162,15 @@ class Tau2Benchmark(_BenchmarkCommon):
         if not v:
             raise ValueError("at least one domain is required")
         return v
+
+    @model_validator(mode="after")
+    def _prefix_key_needs_named_ids(self) -> "Tau2Benchmark":
+        numeric = [d for d in self.domains if d in ("airline", "retail")]
+        if self.task_type_key == "domain_task_prefix" and numeric:
+            raise ValueError(f"task_type_key=domain_task_prefix: {numeric} task ids are numbers, "
+                             "so every task would be its own type (never seen in training); "
+                             "use observed_cluster or domain")
+        return self
 
 
 class Mind2WebBenchmark(_BenchmarkCommon):
@@ -238,7 +251,12 @@ class RunConfig(BaseModel):
     seed: int = 0
     method: str | list[str] = "no_memory"  # one method or several, run side by side
     # memory experiments (methods with memory: EDV, ReasoningBank)
-    contamination: float = Field(0.0, ge=0.0, lt=1.0)  # share of coherent-wrong items
+    # shares of coherent-but-wrong items: after construction, each memory method's
+    # frozen bank gets one contaminated copy per share (wrong twins of clean items,
+    # placed in the same domains), and inference runs on the clean bank and on each copy
+    # (same tasks, seeds and solvers: paired). A number or a list of numbers.
+    contamination: list[float] = Field(default_factory=list)
+    contamination_writer: str | None = None  # the agent writing the wrong twins
     memory_from: str | None = None  # a run folder whose memory inference uses (no construction)
     models: dict[str, ModelConfig]
     agents: list[AgentConfig]
@@ -247,6 +265,19 @@ class RunConfig(BaseModel):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+
+    @field_validator("contamination", mode="before")
+    @classmethod
+    def _contamination_list(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        vals = [v] if isinstance(v, (int, float)) else v
+        if not isinstance(vals, list):
+            return v
+        for x in vals:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= x < 1.0:
+                raise ValueError(f"contamination share {x!r}: a number in [0, 1)")
+        return sorted({float(x) for x in vals if x > 0})
 
     @field_validator("benchmark", mode="before")
     @classmethod
@@ -273,6 +304,8 @@ class RunConfig(BaseModel):
             for n in getattr(self.roles, role):
                 if n not in names:
                     raise ValueError(f"roles.{role} names unknown agent {n!r}; agents: {names}")
+        if self.contamination_writer is not None and self.contamination_writer not in names:
+            raise ValueError(f"contamination_writer names unknown agent {self.contamination_writer!r}")
         if self.roles.judge is not None and self.roles.judge not in names:
             raise ValueError(f"roles.judge names unknown agent {self.roles.judge!r}")
         us = self.roles.user_simulator
@@ -313,7 +346,7 @@ class RunConfig(BaseModel):
         for n in names:
             if get_method(n).check is not None:
                 get_method(n).check(self, self.section(n))
-        if (self.contamination > 0 or self.memory_from) and not any(
+        if (self.contamination or self.memory_from) and not any(
                 get_method(n).has_memory for n in names):
             raise ValueError("contamination / memory_from need a method with memory "
                              f"({sorted(n for n, m in known.items() if m.has_memory)})")

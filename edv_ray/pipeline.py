@@ -32,6 +32,10 @@ class RunContext:
     tracker: object  # report.tracking.Tracker
     show_progress: bool = True
     unfinished: list[str] = field(default_factory=list)  # tasks a method left for --resume
+    task_types: object = None  # runtime.task_types.TaskTypes (fixed once per run)
+
+    def task_type(self, domain: str, task) -> str:
+        return self.task_types(domain, task)
 
 
 def selected_tasks(cfg: RunConfig) -> dict[str, list]:
@@ -51,23 +55,37 @@ def selected_tasks(cfg: RunConfig) -> dict[str, list]:
     return out
 
 
-def write_selection(cfg: RunConfig, run_id: str, run_dir: Path) -> None:
-    """``selection/part.parquet``: every task the run selected, test and training, so
-    checks and comparisons know what each method should have scored."""
+def selections(cfg: RunConfig) -> dict[str, tuple[str, dict[str, list]]]:
+    """{"test": (split, domain → tasks), "train": ...} — train only where a method uses it."""
     from edv_ray.envs.protocol import get_env
     from edv_ray.methods.registry import get_method
-    from edv_ray.results.parquet_io import write_rows_atomic
-    from edv_ray.results.schema import SELECTION_SCHEMA
 
     env, b = get_env(cfg.benchmark.name), cfg.benchmark
-    sels = [("test", b.split, b.task_ids, b.num_tasks)]
+    out = {"test": (b.split, env.select_tasks(b, b.split, b.task_ids, b.num_tasks))}
     if any(get_method(m).uses_train for m in cfg.method_names()):
-        sels.append(("train", b.train_split, b.train_task_ids, b.num_train_tasks))
+        out["train"] = (b.train_split, env.select_tasks(b, b.train_split, b.train_task_ids,
+                                                        b.num_train_tasks))
+    return out
+
+
+def write_selection(cfg: RunConfig, run_id: str, run_dir: Path):
+    """Fix the run's task types (``task_types/``) and write ``selection/part.parquet``:
+    every task the run selected, test and training, so checks and comparisons know what
+    each method should have scored. Returns the run's :class:`TaskTypes`."""
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.results.parquet_io import write_rows_atomic
+    from edv_ray.results.schema import SELECTION_SCHEMA
+    from edv_ray.runtime.task_types import TaskTypes
+
+    sels = selections(cfg)
+    types = TaskTypes.build(cfg, get_env(cfg.benchmark.name), run_id, run_dir,
+                            {k: v[1] for k, v in sels.items()})
     rows = [dict(run_id=run_id, selection=which, split=split, domain=d, task_id=t.id,
-                 task_type=env.task_type(b, d, t))
-            for which, split, ids, n in sels
-            for d, ts in env.select_tasks(b, split, ids, n).items() for t in ts]
+                 task_type=types(d, t))
+            for which, (split, by_domain) in sels.items()
+            for d, ts in by_domain.items() for t in ts]
     write_rows_atomic(rows, run_dir / "selection" / "part.parquet", SELECTION_SCHEMA)
+    return types
 
 
 def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
@@ -201,7 +219,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
 
     _set_aside_damaged(run_dir, console)
     dump_config(cfg, run_dir / "config.yaml")
-    write_selection(cfg, run_id, run_dir)
+    task_types = write_selection(cfg, run_id, run_dir)
     store = RunStore(run_dir)
     store.write_pool([
         {"agent": a.name, "model": a.model, "prompt_strategy": a.prompt_strategy,
@@ -215,7 +233,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     try:
         runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url)
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
-                         console, tracker, show_progress)
+                         console, tracker, show_progress, task_types=task_types)
         for name in cfg.method_names():
             console.print(f"[bold]method[/] {name}")
             get_method(name).run(ctx, cfg.section(name))

@@ -33,6 +33,9 @@ class FileEnv:
     def observed_text(self, bench, task, messages: list[dict[str, Any]]) -> str:
         return self.episodes.observed_text(task)
 
+    def pre_episode_text(self, bench, task) -> str | None:
+        return self.episodes.observed_text(task)  # the task text is there from the start
+
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         return self.episodes.render_trajectory(messages, max_chars)
 

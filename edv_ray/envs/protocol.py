@@ -53,6 +53,11 @@ class Environment(Protocol):
 
     def observed_text(self, bench: Any, task: Any, messages: list[dict[str, Any]]) -> str: ...
 
+    def pre_episode_text(self, bench: Any, task: Any) -> str | None:
+        """What the solving agent observes before the episode starts (None when it only
+        appears during it, e.g. a simulated user's first message): task types by
+        ``observed_cluster`` are learnt from it."""
+
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str: ...
 
     def run_episode(self, bench: Any, spec: Any, task: Any, agent_binding: Any,

@@ -173,6 +173,20 @@ class CallRecord:
     ok: bool
     error: str | None
     started_at: float
+    seed: int | None = None  # the sampling seed the request carried
+    request_hash: str = ""  # a fingerprint of the request (model, messages, sampling, tools)
+
+
+def request_fingerprint(kwargs: dict[str, Any]) -> str:
+    """What the model was asked, hashed (the tag naming the episode excluded): two agents
+    that send equal fingerprints on the same task asked the same thing."""
+    import hashlib
+    import json
+
+    keys = ("model", "messages", "temperature", "top_p", "max_tokens", "seed", "tools",
+            "response_format")
+    blob = json.dumps([kwargs.get(k) for k in keys], sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -278,6 +292,7 @@ class LLMClient:
                     episode_id=ctx.episode_id, epoch=ctx.epoch, prompt_tokens=pt,
                     completion_tokens=ct, latency_s=time.monotonic() - t0,
                     attempts=attempts, ok=ok, error=err, started_at=started,
+                    seed=sampling.seed, request_hash=request_fingerprint(kwargs),
                 ))
 
         def failed(err: BaseException, why: str = "") -> _CallFailed:

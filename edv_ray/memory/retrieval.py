@@ -46,8 +46,12 @@ def retrieve(
     exclude_task_ids: Collection[str] = (),
     domain: str | None = None,
     embedder: Embedder | None = None,
+    scope: str = "both",
 ) -> list[Retrieved]:
     """Up to ``k`` experiences for a query, shared bank first.
+
+    ``scope``: ``both`` (shared, then the solver's private bank), ``shared`` only, or
+    ``private`` only (the solver's own bank).
 
     Shared items with cosine >= ``tau`` are taken best-first; if fewer than ``k`` pass,
     the rest comes from ``solver``'s private bank (same ``tau``). Other agents' private
@@ -73,9 +77,11 @@ def retrieve(
     if bank.dim is not None and query.shape[0] != bank.dim:
         raise ValueError(f"query has {query.shape[0]} dims; the bank holds {bank.dim}-d vectors")
 
+    if scope not in ("both", "shared", "private"):
+        raise ValueError(f"scope {scope!r}: both | shared | private")
     excluded = frozenset(exclude_task_ids)
-    out = _search(bank, "shared", None, query, k, tau, excluded, domain)
-    if len(out) < k and solver is not None:
+    out = [] if scope == "private" else _search(bank, "shared", None, query, k, tau, excluded, domain)
+    if len(out) < k and solver is not None and scope != "shared":
         out += _search(bank, "private", solver, query, k - len(out), tau, excluded, domain)
     return out
 

@@ -1,57 +1,249 @@
 """Memory experiments shared by methods with memory: contamination and memory_from.
 
-**Contamination** (``contamination: x``): before inference, coherent-but-wrong items —
-the benchmark's poison rules (``edv_ray/methods/poison/<domain>.yaml``) — are injected so
-that they make up a share x of the method's bank. Each injected item is listed in
-``contamination/method=M/items.parquet``; the ``contamination_use`` view gives, per
-method, how many inference episodes retrieved one and the Pass@1 of both groups. The
-poison pool is small (a few rules per domain): the share reached is recorded beside the
-share asked for.
+**Contamination** (``contamination: 0.1`` or ``[0.05, 0.1, 0.2]``) measures how much
+coherent-but-wrong memory hurts, on ONE frozen bank, paired:
+
+1. construction finishes and the method's bank is frozen (EDV: its last snapshot; RB:
+   every agent's bank);
+2. per share s and per domain d with n clean items, ``round(s·n / (1 − s))`` clean
+   items are drawn (seeded) as *hosts*; each host gets a **wrong twin** — the same
+   situation (title, when to use), a rule that contradicts the domain's policy — written
+   by a pool model (``contamination_writer``; role ``contaminator``), validated, retried;
+   an answer that stays malformed falls back to a curated poison rule of the domain
+   (``methods/poison/<domain>.yaml``), recorded as such. Twins sit where their host sits
+   (EDV: the shared bank, same domain; RB: appended to the host's entry, so they are
+   retrieved by the same queries). The share reached is the share asked ± half an item
+   per domain, in items for every method;
+3. inference runs on the clean bank and on each contaminated copy with the same tasks,
+   seeds and solvers; the contaminated runs' results are labelled
+   ``<method>+poison@<s>`` in ``method_results`` (a paired comparison with ``<method>``).
+
+Every twin is listed in ``contamination/method=M/<condition>.parquet`` with its host,
+domain and the counts behind the share; ``contamination_use`` gives, per method and
+condition, how many inference episodes retrieved poison and the Pass@1 of both groups.
 
 **memory_from** (``memory_from: RUN_DIR``): inference uses the memory built by another
 run (e.g. a bank built by pool A, used by model B); the source is recorded in
-``memory/SOURCE.json`` / ``rb/SOURCE.json``.
+``SOURCE.json`` beside the copy.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
-import math
+import random
 import shutil
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
-from edv_ray.results.parquet_io import write_rows_atomic
+from edv_ray.methods.jobbase import JobBase
+from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
+STAGE = "contaminate"  # the twin writer's calls (phase: contamination)
+_S = pa.string()
 ITEMS_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("bank", pa.string()), ("owner", pa.string()),
-    ("domain", pa.string()), ("item_id", pa.string()), ("rule", pa.string()),
-    ("share_asked", pa.float64()), ("share_reached", pa.float64()),
+    ("run_id", _S), ("method", _S), ("condition", _S), ("share_asked", pa.float64()),
+    ("domain", _S), ("bank", _S), ("owner", _S), ("item_id", _S), ("host_item_id", _S),
+    ("title", _S), ("rule", _S), ("source", _S),  # model | curated
+    ("n_clean", pa.int64()), ("n_poison", pa.int64()), ("share_reached", pa.float64()),
+])
+TWIN_SCHEMA = pa.schema([
+    ("twin_id", _S), ("method", _S), ("domain", _S), ("host_item_id", _S), ("title", _S),
+    ("when_to_use", _S), ("rule", _S), ("source", _S), ("writer", _S), ("error", _S),
 ])
 
 
 @functools.lru_cache(maxsize=None)
 def load_poison(domain: str) -> tuple[dict[str, Any], ...]:
-    """The domain's poison rules (read once per process; callers must not mutate them)."""
+    """The domain's curated poison rules (read once per process; do not mutate)."""
     text = resources.files("edv_ray.methods").joinpath("poison", f"{domain}.yaml").read_text()
     return tuple(yaml.safe_load(text) or [])
 
 
-def n_to_inject(n_clean: int, share: float, available: int) -> int:
-    """Items to add so that they are ``share`` of the bank (capped by the pool)."""
+def condition(share: float) -> str:
+    return f"poison@{share:g}"
+
+
+def n_poison(n_clean: int, share: float) -> int:
+    """Poison items so that they are ``share`` of the domain's items (nearest integer)."""
     if share <= 0 or n_clean <= 0:
         return 0
-    return min(available, math.ceil(share * n_clean / (1.0 - share)))
+    return int(round(share * n_clean / (1.0 - share)))
 
 
-def record(run_dir: Path, method: str, rows: list[dict]) -> None:
-    write_rows_atomic(rows, run_dir / "contamination" / f"method={method}" / "items.parquet",
-                      ITEMS_SCHEMA)
+@dataclass(frozen=True)
+class Host:
+    """A clean item that gets a wrong twin; ``where`` says where the method keeps it."""
+
+    domain: str
+    item_id: str
+    task_id: str
+    title: str
+    when_to_use: str
+    rule: str
+    where: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def pick_hosts(clean: dict[str, list[Host]], share: float, seed: int, method: str
+               ) -> dict[str, list[Host]]:
+    """Per domain, the hosts of ``share`` (seeded; every clean item at most once while
+    the share needs fewer twins than there are clean items)."""
+    out = {}
+    for domain, items in sorted(clean.items()):
+        items = sorted(items, key=lambda h: h.item_id)
+        n = n_poison(len(items), share)
+        rng = random.Random(f"{seed}|{method}|{share}|{domain}|hosts")
+        picks: list[Host] = []
+        while len(picks) < n:
+            picks += rng.sample(items, min(len(items), n - len(picks)))
+        out[domain] = picks
+    return out
+
+
+def twin_stage(method: str) -> str:
+    """The stage a method's twin writer's calls are recorded under (phase contamination)."""
+    return f"{STAGE}_{method}"
+
+
+def twin_id(method: str, host_item_id: str, copy: int = 0) -> str:
+    return "tw-" + hashlib.sha1(f"{method}\x1f{host_item_id}\x1f{copy}".encode()).hexdigest()[:16]
+
+
+def _twin_path(run_dir: Path, method: str, tid: str) -> Path:
+    return Path(run_dir) / "contamination_twins" / f"method={method}" / f"{tid}.parquet"
+
+
+class TwinAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(min_length=3, max_length=200)
+    when_to_use: str = Field(min_length=3, max_length=600)
+    rule: str = Field(min_length=8, max_length=1200)
+
+
+class TwinJob(JobBase):
+    kind: str = STAGE
+    method: str
+    twin_id: str
+    host: dict[str, Any]
+    writer: str
+    binding: dict[str, Any]
+    curated: dict[str, Any]  # the fallback rule (a curated poison rule of the domain)
+    retries: int = 2
+
+    @property
+    def job_id(self) -> str:
+        return f"{STAGE}:{self.method}:{self.twin_id}"
+
+    @property
+    def handler(self) -> str:
+        return "edv_ray.methods.contamination:run_twin_job"
+
+
+def write_twins(ctx, method: str, hosts: dict[str, list[Host]]) -> dict[tuple[str, int], dict]:
+    """The wrong twin of every host (the k-th use of a host gets its k-th twin), written
+    by the contamination writer as stage jobs; already written twins are kept (resume).
+    Returns {(host item id, copy): twin row}."""
+    from edv_ray.methods import steps
+    from edv_ray.methods.jobkit import role_binding
+
+    cfg = ctx.cfg
+    writer = cfg.contamination_writer or (cfg.roles.distillers or [a.name for a in cfg.agents])[0]
+    binding = role_binding(ctx, writer, twin_stage(method))
+    jobs, keys = [], []
+    for domain, hs in hosts.items():
+        curated = load_poison(domain)
+        seen: dict[str, int] = {}
+        for h in hs:
+            copy = seen.get(h.item_id, 0)
+            seen[h.item_id] = copy + 1
+            tid = twin_id(method, h.item_id, copy)
+            keys.append(((h.item_id, copy), tid))
+            if _twin_path(ctx.run_dir, method, tid).exists():
+                continue
+            fallback = curated[int(tid[3:11], 16) % len(curated)] if curated else {}
+            jobs.append(TwinJob(
+                kind=twin_stage(method), run_id=ctx.run_id, run_dir=str(ctx.run_dir), benchmark=cfg.benchmark.model_dump(mode="json"),
+                domain=domain, task_id=h.task_id, timeout_s=cfg.runtime.episode_timeout_s,
+                method=method, twin_id=tid, host=dict(item_id=h.item_id, title=h.title,
+                                                      when_to_use=h.when_to_use, rule=h.rule),
+                writer=writer, binding=binding, curated=dict(fallback)))
+    results = steps.run_jobs(ctx, jobs, f"{method} contamination twins")
+    bad = [r["job_id"] for r in results if r.get("status") != "ok"]
+    if bad:
+        ctx.unfinished.extend(bad)
+    out = {}
+    for key, tid in keys:
+        rows = read_rows(_twin_path(ctx.run_dir, method, tid))
+        if rows:
+            out[key] = rows[0]
+    return out
+
+
+def run_twin_job(job_json: str, client) -> dict[str, Any]:
+    """Worker side: ask the writer for a wrong twin of one clean item; fall back to the
+    job's curated rule when the answer stays malformed (recorded as ``curated``)."""
+    from edv_ray.llm.client import CallLedger
+    from edv_ray.methods.answers import ask_json
+    from edv_ray.methods.jobkit import RoleBinding, env_of, json_caller, stage_ctx, write_calls
+    from edv_ray.prompts import fence, render_prompt
+
+    job = TwinJob.model_validate_json(job_json)
+    env, bench = env_of(job.benchmark)
+    binding = RoleBinding.model_validate(job.binding)
+    prompt = render_prompt("methods", "contamination_twin.v1", task_noun=env.task_noun,
+                           policy=env.policy(bench, job.domain), title=fence(job.host["title"]),
+                           when_to_use=fence(job.host["when_to_use"]), rule=fence(job.host["rule"]))
+    ledger = CallLedger()
+
+    def differs(a: TwinAnswer) -> None:
+        if a.rule.strip().lower() == job.host["rule"].strip().lower():
+            raise ValueError("the twin repeats the original rule")
+    try:
+        ans, _n, err = ask_json(json_caller(client, binding, stage_ctx(job, "contaminator", job.writer),
+                                            ledger), prompt, TwinAnswer, job.retries, differs)
+    finally:
+        write_calls(job, ledger, f"{job.twin_id}.parquet")
+    if ans is not None:
+        row = dict(title=ans.title, when_to_use=ans.when_to_use, rule=ans.rule, source="model", error=None)
+    else:
+        c = job.curated
+        rule = c.get("rule") or ""
+        row = dict(title=job.host["title"], when_to_use=job.host["when_to_use"],
+                   rule=f"When {job.host['when_to_use'].rstrip('.')}: {rule}" if rule else "",
+                   source="curated", error=err)
+        if not row["rule"]:
+            return {"job_id": job.job_id, "status": "error", "error": f"no twin: {err}"}
+    row.update(twin_id=job.twin_id, method=job.method, domain=job.domain,
+               host_item_id=job.host["item_id"], writer=job.writer)
+    write_rows_atomic([row], _twin_path(job.run_dir, job.method, job.twin_id), TWIN_SCHEMA)
+    return {"job_id": job.job_id, "status": "ok", "source": row["source"]}
+
+
+def record(run_dir: Path, method: str, share: float, rows: list[dict]) -> None:
+    write_rows_atomic(rows, Path(run_dir) / "contamination" / f"method={method}"
+                      / f"{condition(share)}.parquet", ITEMS_SCHEMA)
+
+
+def share_rows(run_id: str, method: str, share: float, clean: dict[str, list[Host]],
+               placed: list[dict]) -> list[dict]:
+    """The contamination table's rows: one per poison item, with its domain's counts."""
+    per_domain: dict[str, int] = {}
+    for p in placed:
+        per_domain[p["domain"]] = per_domain.get(p["domain"], 0) + 1
+    out = []
+    for p in placed:
+        n_c, n_p = len(clean.get(p["domain"], [])), per_domain[p["domain"]]
+        out.append(dict(run_id=run_id, method=method, condition=condition(share),
+                        share_asked=share, n_clean=n_c, n_poison=n_p,
+                        share_reached=n_p / (n_c + n_p), **p))
+    return out
 
 
 def copy_source(src_run: str, what: str, dest: Path) -> Path:
@@ -71,25 +263,37 @@ def copy_source(src_run: str, what: str, dest: Path) -> Path:
 def add_views(con, run_dir) -> None:
     from edv_ray.results.views import register_table
 
-    register_table(con, "contamination_items", Path(run_dir) / "contamination", ITEMS_SCHEMA,
-                   ["method"])
+    register_table(con, "contamination_items", Path(run_dir) / "contamination",
+                   ITEMS_SCHEMA, ["method"])
+    con.execute("""
+        CREATE OR REPLACE VIEW contamination_share AS
+        SELECT method, condition, domain, owner, any_value(share_asked) AS share_asked,
+               any_value(n_clean) AS n_clean, count(*) AS n_poison,
+               count(*) / (any_value(n_clean) + count(*)) AS share_reached,
+               count(*) FILTER (WHERE source = 'curated') AS curated_fallbacks
+        FROM contamination_items GROUP BY method, condition, domain, owner
+        ORDER BY method, condition, domain, owner
+    """)
     con.execute("""
         CREATE OR REPLACE VIEW contamination_use AS
         WITH r AS (
-            SELECT m.method, m.success, m.status,
+            SELECT m.method, m.success, m.status, m.domain,
                    EXISTS (SELECT 1 FROM contamination_items c
-                           WHERE c.method = m.method
-                             AND list_contains(e.retrieved_item_ids, c.item_id)) AS used_poison
+                           WHERE m.method = c.method || '+' || c.condition
+                             AND list_contains(e.retrieved_item_ids, c.item_id)) AS used_poison,
+                   EXISTS (SELECT 1 FROM contamination_items c
+                           WHERE m.method = c.method || '+' || c.condition
+                             AND c.domain <> m.domain
+                             AND list_contains(e.retrieved_item_ids, c.item_id)) AS cross_domain
             FROM method_results m JOIN episodes e USING (episode_id)
+            WHERE m.method LIKE '%+poison@%'
         )
         SELECT method, count(*) AS episodes,
                count(*) FILTER (WHERE used_poison) AS retrieved_poison,
+               count(*) FILTER (WHERE cross_domain) AS retrieved_other_domain_poison,
                count(*) FILTER (WHERE used_poison AND success) / nullif(count(*) FILTER (WHERE used_poison), 0)
                    AS pass_at_1_with_poison,
                count(*) FILTER (WHERE NOT used_poison AND success) / nullif(count(*) FILTER (WHERE NOT used_poison), 0)
-                   AS pass_at_1_without,
-               (SELECT max(share_reached) FROM contamination_items c WHERE c.method = r.method) AS share
-        FROM r GROUP BY method
-        HAVING (SELECT count(*) FROM contamination_items c WHERE c.method = r.method) > 0
-        ORDER BY method
+                   AS pass_at_1_without
+        FROM r GROUP BY method ORDER BY method
     """)

@@ -106,7 +106,16 @@ def stage_ctx(job, role: str, agent: str, trial: int = 0) -> CallContext:
 
 
 def write_calls(job, ledger: CallLedger, name: str) -> None:
-    """Call rows of a stage job under ``llm_calls/stage=<kind>/`` (unique file name)."""
-    rows = [{k: r.get(k) for k in CALL_SCHEMA.names} for r in ledger.rows()]
-    fname = name.replace(".parquet", f".{uuid.uuid4().hex[:8]}.parquet")
-    write_rows_atomic(rows, Path(job.run_dir) / "llm_calls" / f"stage={job.kind}" / fname, CALL_SCHEMA)
+    """Call rows of a stage job under ``llm_calls/stage=<stage of each call>/`` (the
+    job's kind unless a call was made under another stage, e.g. EDV's poison votes under
+    ``verify_audit``; unique file names)."""
+    by_stage: dict[str, list] = {job.kind: []}
+    for r in ledger.rows():
+        by_stage.setdefault(r.get("stage") or job.kind, []).append(
+            {k: r.get(k) for k in CALL_SCHEMA.names})
+    for stage, rows in by_stage.items():
+        if not rows and stage != job.kind:
+            continue
+        fname = name.replace(".parquet", f".{uuid.uuid4().hex[:8]}.parquet")
+        write_rows_atomic(rows, Path(job.run_dir) / "llm_calls" / f"stage={stage}" / fname,
+                          CALL_SCHEMA)

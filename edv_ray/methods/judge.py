@@ -87,7 +87,7 @@ def run(ctx, section: JudgeConfig) -> None:
     jobs = []
     for (domain, task_id) in eids:
         for trial in range(cfg.runtime.trials):
-            if pick_path(ctx.run_dir, domain, task_id, trial).exists():
+            if _picked(ctx.run_dir, domain, task_id, trial):
                 continue
             ids = [episode_id(STAGE, 0, domain, task_id, trial, a) for a in cfg.executor_names()]
             jobs.append(JudgeJob(run_id=ctx.run_id, run_dir=str(ctx.run_dir),
@@ -96,7 +96,35 @@ def run(ctx, section: JudgeConfig) -> None:
                                  binding=binding,
                                  episode_ids=ids, retries=section.retries,
                                  timeout_s=cfg.runtime.episode_timeout_s))
-    steps.run_jobs(ctx, jobs, "judge picks")
+    results = steps.run_jobs(ctx, jobs, "judge picks")
+    by_id = {j.job_id: j for j in jobs}
+    for r in results:
+        if r.get("status") == "ok":
+            continue
+        job = by_id[r["job_id"]]
+        if not _picked(ctx.run_dir, job.domain, job.task_id, job.trial, any_status=True):
+            _error_pick(job, r.get("error") or "judge job failed")  # it crashed: no row yet
+        ctx.unfinished.append(r["job_id"])
+
+
+def _picked(run_dir, domain: str, task_id: str, trial: int, any_status: bool = False) -> bool:
+    """A pick is final when it is stored and not an infrastructure error (an error pick
+    — a failed judge call, or no candidate run finished — is redone on resume)."""
+    from edv_ray.results.parquet_io import read_rows
+
+    rows = read_rows(pick_path(run_dir, domain, task_id, trial))
+    return bool(rows) and (any_status or rows[0]["status"] == "ok")
+
+
+def _error_pick(job: "JudgeJob", error: str) -> None:
+    """The task stays in Judge's denominator as an error (a failure) until resumed."""
+    from edv_ray.results.parquet_io import write_rows_atomic
+
+    row = {k: None for k in PICK_SCHEMA.names}
+    row.update(run_id=job.run_id, domain=job.domain, task_id=job.task_id, trial=job.trial,
+               judge=job.judge, status="error", parse_ok=False, attempts=0,
+               candidate_episode_ids=job.episode_ids, error=error[:2000])
+    write_rows_atomic([row], pick_path(job.run_dir, job.domain, job.task_id, job.trial), PICK_SCHEMA)
 
 
 def run_judge_job(job_json: str, client) -> dict[str, Any]:
@@ -153,7 +181,7 @@ def run_judge_job(job_json: str, client) -> dict[str, Any]:
         else:
             out.update(picked_success=False, picked_reward=0.0)
     write_rows_atomic([out], pick_path(job.run_dir, job.domain, job.task_id, job.trial), PICK_SCHEMA)
-    return {"job_id": job.job_id, "status": out["status"]}
+    return {"job_id": job.job_id, "status": out["status"], "error": out.get("error")}
 
 
 def add_views(con, run_dir) -> None:

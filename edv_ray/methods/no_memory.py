@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from edv_ray.methods import steps
-from edv_ray.methods.registry import INFERENCE, Method, register
+from edv_ray.methods.registry import INFERENCE, Method, episode_results, register
 
 NAME = "no_memory"
 STAGE = "eval"  # shared: Judge's candidate runs are these episodes
@@ -29,7 +29,5 @@ def run(ctx, section: NoMemoryConfig) -> None:
 
 register(Method(
     name=NAME, config_cls=NoMemoryConfig, run=run, uses_train=False,
-    results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
-                           status, success, reward, episode_id
-                    FROM episodes WHERE stage = '{STAGE}'""",
+    results_sql=episode_results(NAME, STAGE),
     phases={STAGE: INFERENCE}, summary="each pool model alone, no memory"))

@@ -28,6 +28,19 @@ BUILTIN = (
 )
 
 CONSTRUCTION, INFERENCE = "construction", "inference"
+AUDIT = "audit"  # instruments (EDV's poison votes): neither construction nor inference
+CONTAMINATION = "contamination"  # writing a contamination experiment's wrong twins
+
+
+def episode_results(method: str, stage: str, label: str | None = None) -> str:
+    """``results_sql`` for a method scored on its own episodes of ``stage`` (the ones it
+    used, ``method_episodes``); a contaminated condition's rows are labelled
+    ``<label>+<condition>``."""
+    label = label or method
+    return f"""SELECT run_id,
+                      '{label}' || CASE WHEN condition = '' THEN '' ELSE '+' || condition END AS method,
+                      agent, epoch, domain, task_id, trial, status, success, reward, episode_id
+               FROM method_episodes WHERE used_by = '{method}' AND stage = '{stage}'"""
 
 
 @dataclass(frozen=True)

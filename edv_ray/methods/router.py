@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from edv_ray.methods import steps
-from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, register
+from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, episode_results, register
 
 NAME = "router"
 STAGE = "route"
@@ -39,8 +39,6 @@ def run(ctx, r: RouterConfig) -> None:
 
 register(Method(
     name=NAME, config_cls=RouterConfig, run=run, check=check,
-    results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
-                           status, success, reward, episode_id
-                    FROM episodes WHERE stage = '{STAGE}'""",
+    results_sql=episode_results(NAME, STAGE),
     phases={"execute": CONSTRUCTION, STAGE: INFERENCE},
     summary="Ability-Matrix routing, no memory"))

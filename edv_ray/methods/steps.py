@@ -14,6 +14,7 @@ worker performs the retrieval when the agent has observed its task.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -50,7 +51,8 @@ def draw_group(cfg, epoch: int, domain: str, task_id: str, n: int) -> list[str]:
 
 def execute(ctx, *, stage: str, method: str, epoch: int, plan: dict[Key, list[str]],
             tasks: dict[str, list], memory: MemoryFn | None = None,
-            trials: int | None = None, label: str | None = None) -> dict[Key, list[tuple[str, str]]]:
+            trials: int | None = None, label: str | None = None,
+            condition: str = "") -> dict[Key, list[tuple[str, str]]]:
     """Run every (agent in plan[task], trial) episode not already finished; returns
     (domain, task_id) → [(agent, episode_id)]."""
     cfg = ctx.cfg
@@ -62,9 +64,10 @@ def execute(ctx, *, stage: str, method: str, epoch: int, plan: dict[Key, list[st
                 for trial in range(trials or cfg.runtime.trials):
                     s = make_spec(cfg, ctx.run_id, ctx.pool, ctx.env, stage=stage, method=method,
                                   domain=domain, task=task, trial=trial, agent=agent,
-                                  epoch=epoch, memory=mem)
+                                  task_type=ctx.task_type(domain, task), epoch=epoch, memory=mem)
                     specs.append(s)
                     eids.setdefault((domain, task.id), []).append((agent, s.episode_id))
+    record_uses(ctx, method, stage, epoch, specs, condition)
     todo = pending_specs(specs, ctx.run_dir)
     if len(todo) < len(specs):
         ctx.console.print(f"resume: {len(specs) - len(todo)} of {len(specs)} {stage} episodes done")
@@ -73,44 +76,90 @@ def execute(ctx, *, stage: str, method: str, epoch: int, plan: dict[Key, list[st
     return eids
 
 
+def record_uses(ctx, method: str, stage: str, epoch: int, specs: list, condition: str = "") -> None:
+    """``uses/method=M/<stage>-e<epoch>-<hash>.parquet``: the episodes this call of
+    ``method`` uses — run here or already run by another method (a shared episode is
+    listed under each method that uses it, so results and token costs are the same
+    whatever the order of ``method:``). Rewritten identically on resume."""
+    import hashlib
+
+    from edv_ray.results.schema import USES_SCHEMA
+
+    if not specs:
+        return
+    ids = sorted(s.episode_id for s in specs)
+    digest = hashlib.sha1("\n".join(ids).encode()).hexdigest()[:12]
+    rows = [dict(run_id=ctx.run_id, stage=stage, epoch=epoch, episode_id=s.episode_id,
+                 memory_key=s.memory_key, condition=condition) for s in specs]
+    tag = f"-{re.sub(r'[^A-Za-z0-9.]+', '_', condition)}" if condition else ""
+    write_rows_atomic(rows, Path(ctx.run_dir) / "uses" / f"method={method}"
+                      / f"{stage}-e{epoch}{tag}-{digest}.parquet", USES_SCHEMA)
+
+
 def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
-                fixed: str | None = None) -> dict[Key, str]:
-    """The solver per test task: best Ability-Matrix cell of its task type (construction
-    executions only); an unseen task type falls back to its domain's row, then to the
-    prior. Every decision is written to ``routing/method=M/epoch=E/part.parquet``."""
+                fixed: str | None = None, matrix_from: Path | None = None) -> dict[Key, str]:
+    """The solver per test task: best Ability-Matrix cell of its task type, counted over
+    the construction executions ``method`` itself used (``uses``); an unseen task type
+    falls back to its domain's row, then to the prior. The matrix used is written to
+    ``routing_matrix/method=M/epoch=E/part.parquet`` (the report prints it) and every
+    decision to ``routing/method=M/epoch=E/part.parquet``. ``matrix_from``: route with a
+    stored matrix instead (``memory_from``: the source run's)."""
+    from edv_ray.results.parquet_io import read_rows
+    from edv_ray.results.schema import ROUTING_MATRIX_SCHEMA
     from edv_ray.results.views import connect
 
-    con = connect(ctx.run_dir, matrix_stages=("execute",))
-    by_type = con.execute("SELECT agent, task_type, attempts, successes, errors "
-                          "FROM ability_matrix").fetchall()
-    by_domain = con.execute("SELECT agent, domain, attempts, successes, errors "
-                            "FROM ability_by_domain").fetchall()
+    if matrix_from is not None:
+        cells = read_rows(matrix_from)
+    else:
+        con = connect(ctx.run_dir, matrix_stages=("execute",), matrix_method=method,
+                      with_methods=False)
+        cells = [dict(level="task_type", key=t, agent=a, attempts=n, successes=s, errors=e)
+                 for a, t, n, s, e in con.execute(
+                     "SELECT agent, task_type, attempts, successes, errors FROM ability_matrix"
+                 ).fetchall()]
+        cells += [dict(level="domain", key=d, agent=a, attempts=n, successes=s, errors=e)
+                  for a, d, n, s, e in con.execute(
+                      "SELECT agent, domain, attempts, successes, errors FROM ability_by_domain"
+                  ).fetchall()]
+        con.close()
+    matrix = [dict(c, run_id=ctx.run_id, method=method, epoch=epoch,
+                   score=(c["successes"] / c["attempts"]) if c["attempts"] else None)
+              for c in cells]
+    base = Path(ctx.run_dir)
+    write_rows_atomic(matrix, base / "routing_matrix" / f"method={method}" / f"epoch={epoch}"
+                      / "part.parquet", ROUTING_MATRIX_SCHEMA)
     cands = ctx.cfg.executor_names()
     out, rows = {}, []
     for domain, ts in tasks.items():
         for task in ts:
-            tt = ctx.env.task_type(ctx.cfg.benchmark, domain, task)
+            tt = ctx.task_type(domain, task)
             if fixed:
                 choice = (fixed, "fixed", None, 0)
             else:
                 choice = select_solver(
-                    {a: (n, s, e) for a, t, n, s, e in by_type if t == tt},
-                    {a: (n, s, e) for a, d, n, s, e in by_domain if d == domain}, cands)
+                    {c["agent"]: _cell(c) for c in cells if c["level"] == "task_type" and c["key"] == tt},
+                    {c["agent"]: _cell(c) for c in cells if c["level"] == "domain" and c["key"] == domain},
+                    cands)
             out[(domain, task.id)] = choice[0]
             rows.append(dict(run_id=ctx.run_id, method=method, epoch=epoch, domain=domain,
                              task_id=task.id, task_type=tt, solver=choice[0], basis=choice[1],
                              score=choice[2], attempts=choice[3]))
-    path = Path(ctx.run_dir) / "routing" / f"method={method}" / f"epoch={epoch}" / "part.parquet"
-    write_rows_atomic(rows, path, ROUTING_SCHEMA)
+    write_rows_atomic(rows, base / "routing" / f"method={method}" / f"epoch={epoch}" / "part.parquet",
+                      ROUTING_SCHEMA)
     return out
 
 
+def _cell(c: dict) -> tuple[int, int, int]:
+    return (c["attempts"], c["successes"], c["errors"])
+
+
 def solve(ctx, *, stage: str, method: str, epoch: int, tasks: dict[str, list],
-          solvers: dict[Key, str], memory: MemoryFn | None = None) -> dict[Key, list[tuple[str, str]]]:
+          solvers: dict[Key, str], memory: MemoryFn | None = None,
+          condition: str = "") -> dict[Key, list[tuple[str, str]]]:
     """Each test task run by its chosen solver (trials as configured)."""
     plan = {key: [agent] for key, agent in solvers.items()}
     return execute(ctx, stage=stage, method=method, epoch=epoch, plan=plan, tasks=tasks,
-                   memory=memory)
+                   memory=memory, condition=condition)
 
 
 def run_jobs(ctx, jobs: list, label: str) -> list[dict]:

@@ -15,6 +15,7 @@ def add_method_views(con, run_dir: Path) -> None:
     from edv_ray.methods.contamination import add_views as add_contamination_views
     from edv_ray.methods.registry import known_methods
 
+    con.execute(METHOD_EPISODES)
     methods = known_methods()
     parts, phases = [], []
     admitted = ["SELECT NULL::VARCHAR AS method, NULL::VARCHAR AS bank, 0::BIGINT AS items WHERE false"]
@@ -40,13 +41,50 @@ def add_method_views(con, run_dir: Path) -> None:
                wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
         FROM method_results GROUP BY ALL ORDER BY method, epoch, agent, domain
     """)
-    con.execute("""
-        CREATE OR REPLACE VIEW token_use AS
-        SELECT c.run_id, p.method, p.phase, c.stage, c.role, c.agent, c.model,
-               count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
-               sum(c.completion_tokens)::BIGINT AS completion_tokens
-        FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
-        WHERE p.method IN (SELECT DISTINCT method FROM episodes
-                           UNION SELECT DISTINCT method FROM method_results)
-        GROUP BY ALL ORDER BY p.method, p.phase, c.stage, c.role
-    """)
+    con.execute(TOKEN_USE)
+
+
+# The episodes each method used (``uses``), one row per (method, condition, episode):
+# ``shared`` = another method used the same episode (it ran once and is charged in full
+# to each method that uses it).
+METHOD_EPISODES = """
+CREATE OR REPLACE VIEW method_episodes AS
+WITH u AS (
+    SELECT DISTINCT method AS used_by, coalesce(condition, '') AS condition, episode_id,
+           memory_key
+    FROM uses
+), sharing AS (
+    SELECT episode_id, count(DISTINCT used_by) AS n_methods FROM u GROUP BY episode_id
+)
+SELECT u.used_by, u.condition, u.memory_key, s.n_methods > 1 AS shared, e.*
+FROM u JOIN episodes e ON e.episode_id = u.episode_id
+JOIN sharing s ON s.episode_id = u.episode_id
+"""
+
+# Tokens per method × condition × phase × stage × role: an episode's calls (every
+# attempt) are charged to each method that used it (``shared`` says so); a stage job's
+# calls (distill, verify, judge, rb_learn, ...) to the method owning that stage. Phases
+# come from each method's ``phases`` (unlisted stages: inference).
+TOKEN_USE = """
+CREATE OR REPLACE VIEW token_use AS
+WITH u AS (
+    SELECT DISTINCT method, coalesce(condition, '') AS condition, episode_id FROM uses
+), sharing AS (
+    SELECT episode_id, count(DISTINCT method) > 1 AS shared FROM u GROUP BY episode_id
+), charged AS (
+    SELECT u.method, u.condition, s.shared, c.*
+    FROM llm_calls c JOIN u ON c.episode_id = u.episode_id
+    JOIN sharing s ON s.episode_id = c.episode_id
+    UNION ALL BY NAME
+    SELECT p.method, '' AS condition, false AS shared, c.*
+    FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
+    WHERE c.episode_id NOT IN (SELECT episode_id FROM u)
+)
+SELECT c.run_id,
+       c.method || CASE WHEN c.condition = '' THEN '' ELSE '+' || c.condition END AS method,
+       coalesce(p.phase, 'inference') AS phase, c.stage, c.role, c.agent, c.model, c.shared,
+       count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
+       sum(c.completion_tokens)::BIGINT AS completion_tokens
+FROM charged c LEFT JOIN _method_phases p ON p.method = c.method AND p.stage = c.stage
+GROUP BY ALL ORDER BY 2, 3, 4, 5
+"""

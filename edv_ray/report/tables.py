@@ -35,9 +35,12 @@ QUERIES = {
     "pass_at_1": ("Episodes by stage (construction and evaluation)",
                   "SELECT stage, method, epoch, agent, domain, episodes, errors, successes, "
                   "pass_at_1, ci_low, ci_high FROM pass_at_1", True),
-    "ability_matrix": ("Ability Matrix (score = successes/attempts, 0.5 prior when empty)",
-                       "SELECT agent, task_type, attempts, successes, errors, score, errors_only "
-                       "FROM ability_matrix", True),
+    "ability_matrix": ("Ability Matrix each method routed with (its own construction "
+                       "executions; score = successes/attempts, 0.5 prior when empty)",
+                       "SELECT method, epoch, agent, key AS task_type, attempts, successes, errors, "
+                       "coalesce(score, 0.5) AS score FROM routing_matrix r "
+                       "WHERE level = 'task_type' AND epoch = (SELECT max(epoch) FROM routing_matrix "
+                       "WHERE method = r.method) ORDER BY method, agent, task_type", False),
     "routing_basis": ("Routing decisions by basis (task type / its domain / prior)",
                       "SELECT * FROM routing_basis", False),
     "tokens_by_stage": ("Tokens by stage / role / agent",
@@ -79,7 +82,12 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
             out_dir.mkdir(parents=True, exist_ok=True)
             con.execute(f"COPY ({sql}) TO '{out_dir / (name + '.csv')}' (HEADER)")
     if save and results.get("ability_matrix"):
-        plot_ability_matrix(results["ability_matrix"], out_dir / "ability_matrix.png")
+        methods = sorted({r["method"] for r in results["ability_matrix"]},
+                         key=lambda m: (m != "edv", m))
+        for i, m in enumerate(methods):
+            plot_ability_matrix([r for r in results["ability_matrix"] if r["method"] == m],
+                                out_dir / ("ability_matrix.png" if i == 0 else f"ability_matrix_{m}.png"),
+                                title=f"Ability Matrix ({m})")
     if which is None:
         results["validity"] = print_validity(run_dir, con, console, out_dir if save else None)
     return results
@@ -110,7 +118,7 @@ def print_validity(run_dir: Path, con, console: Console, out_dir: Path | None) -
     return rows
 
 
-def plot_ability_matrix(rows: list[dict], path: Path) -> None:
+def plot_ability_matrix(rows: list[dict], path: Path, title: str = "Ability Matrix") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,7 +136,7 @@ def plot_ability_matrix(rows: list[dict], path: Path) -> None:
         for j, v in enumerate(row):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k")
     fig.colorbar(im, ax=ax, label="score")
-    ax.set_title("Ability Matrix")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

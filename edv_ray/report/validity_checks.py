@@ -1,37 +1,214 @@
-"""The built-in validity checks (see :mod:`edv_ray.report.validity`)."""
+"""The built-in validity checks (see :mod:`edv_ray.report.validity`): that every method
+ran what its name says — scored every task, shared only provably identical episodes,
+used its memory where it should, sent the seeds its agents were given, was contaminated
+by the share asked in the domains asked, saw no reward it was not meant to see, and
+routed on task types that training had seen."""
 
 from __future__ import annotations
 
 from edv_ray.report.validity import Check, check
 
 
-@check
-def tasks_scored(con, run_dir) -> list[Check]:
-    """Every method scored every selected test task × trial (an errored episode counts
-    as a scored failure); a task missing from a method's rows would leave its
-    denominator silently."""
+def _config(run_dir):
     from edv_ray.config import load_config
 
+    path = run_dir / "config.yaml"
+    return load_config(path) if path.is_file() else None
+
+
+@check
+def tasks_scored(con, run_dir) -> list[Check]:
+    """Every method (and contaminated condition) scored every selected test task × trial
+    in every epoch it reports (an errored episode counts as a scored failure); a task
+    missing from a method's rows would leave its denominator silently."""
+    cfg = _config(run_dir)
     selected = con.execute("SELECT count(*) FROM selection WHERE selection = 'test'").fetchone()[0]
-    if not selected or not (run_dir / "config.yaml").is_file():
+    if not selected or cfg is None:
         return []
-    cfg = load_config(run_dir / "config.yaml")
+    labels = set(cfg.method_names()) | {m for (m,) in con.execute(
+        "SELECT DISTINCT method FROM method_results").fetchall()}
     out = []
-    for method in cfg.method_names():
+    for method in sorted(labels):
         epochs = con.execute("SELECT DISTINCT epoch FROM method_results WHERE method = ?",
-                             [method]).fetchall()
-        for (epoch,) in sorted(epochs, key=lambda e: -1 if e[0] is None else e[0]) or [(None,)]:
+                             [method]).fetchall() or [(None,)]
+        for (epoch,) in sorted(epochs, key=lambda e: -1 if e[0] is None else e[0]):
             got, rows = con.execute(
                 "SELECT count(DISTINCT (domain, task_id)), count(*) FROM method_results "
                 "WHERE method = ? AND epoch IS NOT DISTINCT FROM ?", [method, epoch]).fetchone()
-            missing = con.execute(
+            missing = [m for (m,) in con.execute(
                 "SELECT domain || '/' || task_id FROM selection s WHERE selection = 'test' "
                 "AND NOT EXISTS (SELECT 1 FROM method_results m WHERE m.method = ? "
                 "AND m.epoch IS NOT DISTINCT FROM ? AND m.domain = s.domain "
-                "AND m.task_id = s.task_id) ORDER BY 1 LIMIT 3", [method, epoch]).fetchall()
+                "AND m.task_id = s.task_id) ORDER BY 1", [method, epoch]).fetchall()]
             where = "" if epoch is None else f" (epoch {epoch})"
             out.append(Check(
                 "tasks_scored", not missing, f"{got}/{selected} tasks, {rows} rows{where}",
-                f"not scored: {', '.join(m[0] for m in missing)}" if missing else
+                f"{len(missing)} not scored, e.g. {', '.join(missing[:3])}" if missing else
                 "every selected test task has a result (errors count as failures)", method))
     return out
+
+
+@check
+def shared_episodes(con, run_dir) -> list[Check]:
+    """Episodes two methods share: allowed only when provably the same episode (same
+    stage, epoch, task, trial, agent — hence seed — and the same memory: none)."""
+    rows = con.execute("""
+        WITH u AS (SELECT DISTINCT method, episode_id, stage, epoch, memory_key FROM uses)
+        SELECT list(DISTINCT method ORDER BY method) AS methods, stage, epoch,
+               count(DISTINCT episode_id) AS n,
+               count(DISTINCT episode_id) FILTER (WHERE memory_key IS NOT NULL) AS with_memory
+        FROM u WHERE episode_id IN (
+            SELECT episode_id FROM u GROUP BY episode_id HAVING count(DISTINCT method) > 1)
+        GROUP BY stage, epoch ORDER BY stage, epoch
+    """).fetchall()
+    return [Check("shared_episodes", with_mem == 0,
+                  f"{n} {stage} e{epoch} episode(s) shared by {', '.join(methods)}",
+                  "same agent, task, trial, seed and stage, no memory: run once, charged in full "
+                  "to each method" if with_mem == 0 else
+                  f"{with_mem} shared episode(s) were given memory", "")
+            for methods, stage, epoch, n, with_mem in rows]
+
+
+@check
+def edv_construction_memory(con, run_dir) -> list[Check]:
+    """EDV's memory-guided construction: from epoch 1 on, executions must retrieve from
+    the bank frozen after the epoch before (when it holds items)."""
+    from edv_ray.methods.edv.banks import snapshot_dir, version_of
+
+    cfg = _config(run_dir)
+    if cfg is None or "edv" not in cfg.method_names():
+        return []
+    e = cfg.section("edv")
+    if e.epochs < 2 or not e.retrieve_during_construction or e.retrieval_k == 0:
+        return []
+    out = []
+    for epoch in range(1, e.epochs):
+        info = version_of(snapshot_dir(run_dir, epoch - 1))
+        n, used, mem, shared = con.execute("""
+            SELECT count(*), count(*) FILTER (WHERE len(retrieved_item_ids) > 0),
+                   count(*) FILTER (WHERE memory_key IS NOT NULL), count(*) FILTER (WHERE shared)
+            FROM method_episodes WHERE used_by = 'edv' AND stage = 'execute' AND epoch = ?
+        """, [epoch]).fetchone()
+        if not n:
+            continue
+        items = (info or {}).get("items", 0)
+        ok = items == 0 or (mem == n and shared == 0)
+        out.append(Check(
+            "edv_construction_memory", ok,
+            f"epoch {epoch}: {used}/{n} executions retrieved (bank of {items} item(s))",
+            "each memory-guided execution was given the frozen bank (a retrieval can still "
+            "find nothing above τ)" if ok else
+            f"{n - mem} execution(s) ran without memory / {shared} shared with a memory-free "
+            "method although the bank held items", "edv"))
+    return out
+
+
+@check
+def seed_diversity(con, run_dir) -> list[Check]:
+    """Agents that differ only by their sampling seed must send different requests: the
+    first call of each (stage, task, trial) is fingerprinted, per agent."""
+    cfg = _config(run_dir)
+    if cfg is None:
+        return []
+    groups: dict[tuple, list] = {}
+    for a in cfg.agents:
+        key = (a.model, a.prompt_strategy, a.sampling.model_dump_json(exclude={"seed"}))
+        groups.setdefault(key, []).append(a)
+    out = []
+    for agents in groups.values():
+        seeds = {a.sampling.seed for a in agents}
+        if len(agents) < 2 or len(seeds) < len(agents):
+            continue
+        names = [a.name for a in agents]
+        rows = con.execute("""
+            WITH first AS (
+                SELECT agent, stage, task_id, trial, request_hash FROM llm_calls
+                WHERE role = 'agent' AND agent IN (SELECT unnest(?::VARCHAR[]))
+                QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY started_at) = 1
+            )
+            SELECT count(*) AS pairs,
+                   count(*) FILTER (WHERE n_hash < n_agent) AS collapsed
+            FROM (SELECT stage, task_id, trial, count(DISTINCT agent) AS n_agent,
+                         count(DISTINCT request_hash) AS n_hash
+                  FROM first GROUP BY ALL HAVING count(DISTINCT agent) > 1)
+        """, [names]).fetchone()
+        pairs, collapsed = rows
+        if not pairs:
+            continue
+        out.append(Check(
+            "seed_diversity", collapsed == 0,
+            f"{pairs - collapsed}/{pairs} shared tasks with distinct first requests "
+            f"({', '.join(f'{a.name}={a.sampling.seed}' for a in agents)})",
+            "agents differing only by seed sent different requests" if collapsed == 0 else
+            "agents configured with different seeds sent identical requests (seeds overridden)"))
+    return out
+
+
+@check
+def contamination_share(con, run_dir) -> list[Check]:
+    """Each contaminated condition reached the share asked (± one item per domain) and
+    its poison was retrieved only by tasks of its own domain."""
+    rows = con.execute("SELECT method, condition, domain || coalesce(' (' || owner || ')', ''), "
+                       "share_asked, n_clean, n_poison, share_reached FROM contamination_share"
+                       ).fetchall()
+    cross = dict(con.execute("SELECT method, retrieved_other_domain_poison FROM contamination_use"
+                             ).fetchall())
+    out = []
+    for method, cond, domain, asked, n_clean, n_poison, reached in rows:
+        label = f"{method}+{cond}"
+        off = abs(n_poison - asked * (n_clean + n_poison))
+        bad_cross = cross.get(label, 0) or 0
+        ok = off <= 1.0 and bad_cross == 0
+        out.append(Check(
+            "contamination_share", ok,
+            f"{domain}: {n_poison}/{n_clean + n_poison} items = {reached:.3f} (asked {asked:g})",
+            "within one item of the share asked; poison retrieved only in its own domain" if ok
+            else f"{off:.1f} item(s) off the share; {bad_cross} episode(s) retrieved "
+                 "another domain's poison", label))
+    return out
+
+
+@check
+def reward_visibility(con, run_dir) -> list[Check]:
+    """No EDV stage ran with a reward its config hides (recorded with every distill run
+    and every vote)."""
+    cfg = _config(run_dir)
+    if cfg is None or "edv" not in cfg.method_names():
+        return []
+    e = cfg.section("edv")
+    out = []
+    for table, flag, allowed in (("distill_runs", "distiller", e.distiller_sees_reward),
+                                 ("votes", "verifiers", e.verifiers_see_reward)):
+        n, shown = con.execute(f"SELECT count(*), count(*) FILTER (WHERE sees_reward) FROM {table}"
+                               ).fetchone()
+        if not n:
+            continue
+        ok = allowed or shown == 0
+        out.append(Check("reward_visibility", ok, f"{flag}: {shown}/{n} saw the reward "
+                         f"(config: {'shown' if allowed else 'hidden'})",
+                         "as configured" if ok else f"{shown} {table} row(s) saw a hidden reward",
+                         "edv"))
+    return out
+
+
+@check
+def task_types_seen(con, run_dir) -> list[Check]:
+    """Routing on task types training never saw falls back to the domain or the prior:
+    report the share of test tasks whose type the routing matrix has measured."""
+    rows = con.execute("""
+        WITH m AS (SELECT DISTINCT method, key FROM routing_matrix r
+                   WHERE level = 'task_type' AND attempts > 0
+                     AND epoch = (SELECT max(epoch) FROM routing_matrix WHERE method = r.method))
+        SELECT r.method, count(*) AS tasks,
+               count(*) FILTER (WHERE EXISTS (SELECT 1 FROM m WHERE m.method = r.method
+                                              AND m.key = r.task_type)) AS seen,
+               count(DISTINCT r.task_type) AS types
+        FROM routing r WHERE r.basis <> 'fixed'
+          AND r.epoch = (SELECT max(epoch) FROM routing WHERE method = r.method)
+        GROUP BY r.method ORDER BY r.method
+    """).fetchall()
+    return [Check("task_types_seen", seen > 0 or tasks == 0,
+                  f"{seen}/{tasks} test tasks of a type training measured ({types} type(s))",
+                  "routing used measured cells" if seen == tasks else
+                  f"{tasks - seen} task(s) routed by their domain's row or the prior", method)
+            for method, tasks, seen, types in rows]

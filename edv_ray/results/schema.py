@@ -5,6 +5,8 @@ Tables (under a run folder, hive-partitioned by low-cardinality keys):
   llm_calls/stage=S/<episode_id>.a<attempt>.parquet  one row per model call
   pool/agents.parquet                                the pool (so empty matrix cells exist)
   routing/method=M/epoch=E/part.parquet              Model Selector decisions
+  routing_matrix/method=M/epoch=E/part.parquet       the Ability Matrix a method routed with
+  task_types/part.parquet                            each selected task's type (fixed per run)
   selection/part.parquet                             the tasks the run selected (test / train)
   uses/method=M/<stage>-e<epoch>-<hash>.parquet      which episodes each method used (an
                                                      episode two methods share is listed
@@ -68,6 +70,8 @@ CALL_SCHEMA = pa.schema([
     ("ok", pa.bool_()),
     ("error", pa.string()),
     ("started_at", pa.float64()),
+    ("seed", pa.int64()),  # the sampling seed the request carried
+    ("request_hash", pa.string()),  # fingerprint of the request (seed diversity check)
 ])
 
 POOL_SCHEMA = pa.schema([
@@ -90,6 +94,25 @@ ROUTING_SCHEMA = pa.schema([  # routing/method=M/epoch=E/part.parquet: one row p
     ("attempts", pa.int64()),
 ])
 
+ROUTING_MATRIX_SCHEMA = pa.schema([  # routing_matrix/method=M/epoch=E/part.parquet
+    ("run_id", pa.string()),
+    ("level", pa.string()),  # task_type | domain (the selector's fallback row)
+    ("key", pa.string()),  # the task type or the domain
+    ("agent", pa.string()),
+    ("attempts", pa.int64()),  # finished construction executions
+    ("successes", pa.int64()),
+    ("errors", pa.int64()),
+    ("score", pa.float64()),  # successes / attempts; null = no attempt (the prior decides)
+])
+
+TASK_TYPE_SCHEMA = pa.schema([  # task_types/part.parquet: the run's task types
+    ("run_id", pa.string()),
+    ("domain", pa.string()),
+    ("task_id", pa.string()),
+    ("task_type", pa.string()),
+    ("basis", pa.string()),  # the key that typed it (domain / observed_cluster / ...)
+])
+
 SELECTION_SCHEMA = pa.schema([  # selection/part.parquet: one row per selected task
     ("run_id", pa.string()),
     ("selection", pa.string()),  # test | train
@@ -105,4 +128,7 @@ USES_SCHEMA = pa.schema([  # uses/method=M/...: one row per (method, episode) it
     ("epoch", pa.int32()),
     ("episode_id", pa.string()),
     ("memory_key", pa.string()),  # what memory the episode was given (null = none)
+    # "" = the method as configured; "poison@0.1" = its inference on the contaminated
+    # copy of its frozen bank (method_results labels it "<method>+poison@0.1")
+    ("condition", pa.string()),
 ])

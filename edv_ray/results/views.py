@@ -6,6 +6,8 @@ Views:
   pass_at_1         stage × method × epoch × agent × domain: episodes (n), errors,
                     successes, Pass@1 = successes / n (an errored episode counts as a
                     failure) and its Wilson 95 % interval
+  routing_matrix    the Ability Matrix each routing method used (per method × epoch; the
+                    report prints the last epoch's)
   ability_matrix    executor × task type over the matrix stages: attempts (finished),
                     successes, errors, score (0.5 prior where a cell has no finished
                     attempt; ``errors_only`` marks cells that only ever errored)
@@ -24,7 +26,7 @@ from typing import Iterable
 
 import duckdb
 
-MATRIX_STAGES = ("execute", "eval")
+MATRIX_STAGES = ("execute",)  # construction executions (never test runs)
 MATRIX_PRIOR = 0.5
 Z95 = 1.959963984540054
 
@@ -37,6 +39,11 @@ CREATE OR REPLACE MACRO wilson_high(s, n) AS CASE WHEN n = 0 THEN NULL ELSE
   least(1.0, ((s / n) + {Z95}^2 / (2 * n) + {Z95} * sqrt((s / n) * (1 - s / n) / n
   + {Z95}^2 / (4 * n * n))) / (1 + {Z95}^2 / n)) END;
 """
+
+
+def _literal(value: str) -> str:
+    """A SQL string literal (views cannot take bound parameters)."""
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
@@ -61,13 +68,16 @@ METHOD_VIEWS = "edv_ray.methods.views"
 
 def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
             con: duckdb.DuckDBPyConnection | None = None,
-            with_methods: bool = True) -> duckdb.DuckDBPyConnection:
+            with_methods: bool = True,
+            matrix_method: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's views (empty views if no files yet).
     ``with_methods``: also every registered method's views and ``method_results``
-    (:mod:`edv_ray.methods.views`)."""
+    (:mod:`edv_ray.methods.views`). ``matrix_method``: the Ability Matrix counts only
+    the construction episodes that method used (``uses``), as its Model Selector does."""
     run_dir = Path(run_dir)
     con = con or duckdb.connect()
-    from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA, ROUTING_SCHEMA,
+    from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA,
+                                        ROUTING_MATRIX_SCHEMA, ROUTING_SCHEMA,
                                         SELECTION_SCHEMA, USES_SCHEMA)
 
     register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
@@ -75,12 +85,21 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     register_table(con, "pool", run_dir / "pool", POOL_SCHEMA, [])
     register_table(con, "routing", run_dir / "routing", ROUTING_SCHEMA, ["method", "epoch"])
     register_table(con, "selection", run_dir / "selection", SELECTION_SCHEMA, [])
+    register_table(con, "routing_matrix", run_dir / "routing_matrix", ROUTING_MATRIX_SCHEMA,
+                   ["method", "epoch"])
     register_table(con, "uses", run_dir / "uses", USES_SCHEMA, ["method"])
-    stages = ", ".join("'" + s.replace("'", "''") + "'" for s in matrix_stages) or "''"
+    stages = ", ".join(_literal(s) for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS
         SELECT * FROM episode_attempts
         QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
+    """)
+    only_used = "" if matrix_method is None else (
+        " AND episode_id IN (SELECT episode_id FROM uses WHERE method = "
+        + _literal(matrix_method) + ")")
+    con.execute(f"""
+        CREATE OR REPLACE VIEW matrix_episodes AS
+        SELECT * FROM episodes WHERE stage IN ({stages}){only_used}
     """)
     con.execute(_WILSON)
     con.execute("""
@@ -98,14 +117,14 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
         CREATE OR REPLACE VIEW ability_matrix AS
         WITH agents AS (
             SELECT agent FROM pool WHERE is_executor
-            UNION SELECT DISTINCT agent FROM episodes WHERE stage IN ({stages})
+            UNION SELECT DISTINCT agent FROM matrix_episodes
         ), types AS (
             SELECT DISTINCT task_type FROM episodes
         ), counts AS (
             SELECT agent, task_type, count(*) FILTER (WHERE status = 'ok') AS attempts,
                    count(*) FILTER (WHERE success) AS successes,
                    count(*) FILTER (WHERE status = 'error') AS errors
-            FROM episodes WHERE stage IN ({stages})
+            FROM matrix_episodes
             GROUP BY ALL
         )
         SELECT a.agent, t.task_type,
@@ -124,7 +143,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
         SELECT agent, domain, count(*) FILTER (WHERE status = 'ok') AS attempts,
                count(*) FILTER (WHERE success) AS successes,
                count(*) FILTER (WHERE status = 'error') AS errors
-        FROM episodes WHERE stage IN ({stages}) GROUP BY ALL ORDER BY agent, domain
+        FROM matrix_episodes GROUP BY ALL ORDER BY agent, domain
     """)
     con.execute("""
         CREATE OR REPLACE VIEW tokens_by_stage AS

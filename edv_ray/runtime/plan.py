@@ -4,31 +4,45 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edv_ray.config import RunConfig
+from edv_ray.config import RunConfig, Sampling
 from edv_ray.runtime.servers import ServedPool
 from edv_ray.runtime.spec import EpisodeSpec, MemoryRequest, episode_id
 
 
 def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, env, *, stage: str, method: str,
-              domain: str, task, trial: int, agent: str, epoch: int = 0,
+              domain: str, task, trial: int, agent: str, task_type: str, epoch: int = 0,
               memory: MemoryRequest | None = None) -> EpisodeSpec:
     a = cfg.agent(agent)
     solo = not env.needs_user_simulator(cfg.benchmark, task)
-    eid = episode_id(stage, epoch, domain, task.id, trial, agent)
+    eid = episode_id(stage, epoch, domain, task.id, trial, agent,
+                     None if memory is None else memory.key())
     us = cfg.roles.user_simulator
     user_ep = None if (solo or us is None) else pool.endpoint(us.model, "user", eid)
     return EpisodeSpec(
         run_id=run_id, stage=stage, method=method, epoch=epoch,
         benchmark=cfg.benchmark.model_dump(mode="json"), task_split=getattr(task, "split", None),
-        domain=domain, task_id=task.id, task_type=env.task_type(cfg.benchmark, domain, task),
+        domain=domain, task_id=task.id, task_type=task_type,
         trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
-        sampling=a.sampling, agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
+        sampling=agent_sampling(a.sampling, trial), agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
         user_model=None if solo or us is None else us.model, user_endpoint=user_ep,
         user_sampling=None if us is None else us.sampling, solo=solo,
         seed=cfg.seed * 1000 + trial, max_steps=cfg.benchmark.max_steps,
         max_errors=cfg.benchmark.max_errors, timeout_s=cfg.runtime.episode_timeout_s,
         memory=memory,
     )
+
+
+def agent_sampling(sampling: Sampling, trial: int) -> Sampling:
+    """The sampling an agent's requests carry in one trial. An agent's own ``seed`` is
+    sent as is in trial 0 and offset by the trial after (so trials stay distinct
+    samples); benchmarks must not override it (τ²-bench's orchestrator seeds every agent
+    with the run seed: our agents keep their own when they have one)."""
+    if sampling.seed is None or trial == 0:
+        return sampling
+    return sampling.model_copy(update={"seed": sampling.seed + TRIAL_SEED_STRIDE * trial})
+
+
+TRIAL_SEED_STRIDE = 1_000_003
 
 
 def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, str]]:

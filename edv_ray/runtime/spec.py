@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,13 @@ class MemoryRequest(BaseModel):
 
     provider: str
     params: dict = Field(default_factory=dict)
+    # a fingerprint of the memory the provider will read (e.g. a frozen bank's item ids):
+    # part of the episode's identity, so an episode run with other memory is another one
+    version: str = ""
+
+    def key(self) -> str:
+        blob = json.dumps([self.provider, self.params, self.version], sort_keys=True, default=str)
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
 class Retrieval(BaseModel):
@@ -58,13 +66,28 @@ class EpisodeSpec(BaseModel):
     memory: MemoryRequest | None = None  # None = no memory (experiences stay empty)
 
     @property
+    def memory_key(self) -> str | None:
+        return None if self.memory is None else self.memory.key()
+
+    @property
     def episode_id(self) -> str:
-        return episode_id(self.stage, self.epoch, self.domain, self.task_id, self.trial, self.agent)
+        return episode_id(self.stage, self.epoch, self.domain, self.task_id, self.trial,
+                          self.agent, self.memory_key)
 
 
-def episode_id(stage: str, epoch: int, domain: str, task_id: str, trial: int, agent: str) -> str:
-    """Stable and filename-safe: a readable prefix plus a hash of the full key."""
-    key = "\x1f".join([stage, str(epoch), domain, task_id, str(trial), agent])
-    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+def episode_id(stage: str, epoch: int, domain: str, task_id: str, trial: int, agent: str,
+               memory_key: str | None = None) -> str:
+    """Stable and filename-safe: a readable prefix plus a hash of the full key.
+
+    The key is everything that changes the episode within a run: stage (its semantics:
+    a construction execution, an evaluation, ...), epoch, task, trial, agent (its model,
+    prompt strategy, sampling and seed are fixed by the run config) and the memory it is
+    given (``memory_key``: None = no memory). Two methods share an episode only when all
+    of these are equal — e.g. EDV's first construction epoch (empty bank: no memory) and
+    Router's executions of the same seeded groups; never EDV's memory-guided epochs."""
+    parts = [stage, str(epoch), domain, task_id, str(trial), agent]
+    if memory_key:
+        parts.append(f"mem={memory_key}")
+    digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:12]
     slug = re.sub(r"[^A-Za-z0-9]+", "_", task_id).strip("_")[:24]
-    return f"{stage}-e{epoch}-{domain}-{slug}-t{trial}-{agent}-{digest}"
+    return f"{stage}-e{epoch}-{domain}-{slug}-t{trial}-{agent}{'-m' if memory_key else ''}-{digest}"

@@ -131,34 +131,6 @@ def test_route_with_no_votes_discards():
     assert route({"a": True, "b": True}) == ("shared", ["a", "b"])
 
 
-def test_contamination_is_injected_flagged_and_its_retrieval_measured(server, tmp_path):
-    server.agent_modes["bad"] = "nothing"
-    server.add_script("distiller", scripts.distiller)
-    server.add_script("verifier", scripts.verifier_all_approve)
-    server.add_script("self_judge", scripts.make_self_judge(lambda a: "success"))
-    server.add_script("extractor", scripts.extractor)
-    run_dir = run(config(server, tmp_path, ["edv", "reasoning_bank"], contamination=0.5,
-                         edv={"n_executors": 2, "retrieval_tau": -1.0, "retrieval_k": 5,
-                              "poison_per_task": 0, "require_contrast": False}))
-    con = connect(run_dir)
-    items = dict(con.execute("SELECT method, count(*) FROM contamination_items GROUP BY 1").fetchall())
-    # admitted counts leave the poison out; share 0.5 → as many poison items as clean ones
-    admitted = dict(con.execute("SELECT method, sum(items) FROM admitted GROUP BY 1").fetchall())
-    clean_shared = con.execute("SELECT count(*) FROM memory_items WHERE bank = 'shared' "
-                               "AND distiller != 'contamination'").fetchone()[0]
-    assert 1 <= clean_shared <= 3 and admitted["edv"] == clean_shared
-    assert items["edv"] == clean_shared
-    assert admitted["reasoning_bank"] == 6  # 3 entries × 1 item, per agent
-    assert items["reasoning_bank"] == 2 * 3  # 3 clean entries per agent bank → 3 poison each
-    shares = dict(con.execute("SELECT method, max(share_reached) FROM contamination_items "
-                              "GROUP BY 1").fetchall())
-    assert shares == {"edv": 0.5, "reasoning_bank": 0.5}
-    use = {m: (n, hit) for m, n, hit in con.execute(
-        "SELECT method, episodes, retrieved_poison FROM contamination_use").fetchall()}
-    assert use["edv"] == (2, 2)  # k = 5 > clean items: every EDV episode got poison
-    assert use["reasoning_bank"][0] == 4 and 0 <= use["reasoning_bank"][1] <= 4
-
-
 def test_memory_from_another_run(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", scripts.distiller)

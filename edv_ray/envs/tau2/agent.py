@@ -112,7 +112,11 @@ class _StrategyMixin:
             state.messages.append(message)
 
     def set_seed(self, seed: int) -> None:
-        self.binding.sampling = self.binding.sampling.model_copy(update={"seed": seed})
+        """τ²-bench's orchestrator seeds every agent with the run's seed; an agent with its
+        own ``sampling.seed`` keeps it (a homogeneous pool differing only by seed must
+        send different requests)."""
+        if self.binding.sampling.seed is None:
+            self.binding.sampling = self.binding.sampling.model_copy(update={"seed": seed})
 
 
 class EdvAgent(_StrategyMixin, LLMAgent):

@@ -64,6 +64,10 @@ class Tau2Env:
             return str(task.ticket)
         return first_user_text(messages)
 
+    def pre_episode_text(self, bench, task) -> str | None:
+        """The ticket in solo mode; a conversation shows nothing before the user speaks."""
+        return str(task.ticket) if T.use_solo(bench.solo, task) else None
+
     def render_trajectory(self, messages: list[dict[str, Any]], max_chars: int) -> str:
         return render_transcript(messages, max_chars)
 

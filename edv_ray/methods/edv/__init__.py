@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-from edv_ray.methods.edv.config import INFER_STAGE, NAME, EDVConfig, check_edv_pool
+from edv_ray.methods.edv.config import AUDIT_STAGE, INFER_STAGE, NAME, EDVConfig, check_edv_pool
 from edv_ray.methods.edv.method import add_views, run
-from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, register
+from edv_ray.methods.contamination import twin_stage
+from edv_ray.methods.registry import (AUDIT, CONSTRUCTION, CONTAMINATION, INFERENCE, Method,
+                                     episode_results, register)
 
 register(Method(
     name=NAME, config_cls=EDVConfig, run=run, check=check_edv_pool, add_views=add_views,
-    results_sql=f"""SELECT run_id, '{NAME}' AS method, agent, epoch, domain, task_id, trial,
-                           status, success, reward, episode_id
-                    FROM episodes WHERE stage = '{INFER_STAGE}'""",
+    results_sql=episode_results(NAME, INFER_STAGE),
     admitted_sql=f"""SELECT '{NAME}' AS method, bank, count(*) AS items FROM memory_items
                      WHERE distiller IS DISTINCT FROM 'contamination' GROUP BY bank""",
     has_memory=True,
     phases={"execute": CONSTRUCTION, "distill": CONSTRUCTION, "verify": CONSTRUCTION,
-            INFER_STAGE: INFERENCE},
+            AUDIT_STAGE: AUDIT, twin_stage(NAME): CONTAMINATION, INFER_STAGE: INFERENCE},
     summary="Execute–Distill–Verify with shared/private banks and routed inference"))

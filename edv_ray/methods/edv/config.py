@@ -10,6 +10,7 @@ from edv_ray.memory.retrieval import DEFAULT_K, DEFAULT_TAU
 
 NAME = "edv"
 INFER_STAGE = "infer"
+AUDIT_STAGE = "verify_audit"  # poison votes' calls (phase: audit, not construction)
 
 
 class EDVConfig(BaseModel):
@@ -45,6 +46,10 @@ class EDVConfig(BaseModel):
     retrieval_k: int = Field(DEFAULT_K, ge=0, le=20)
     retrieval_tau: float = Field(DEFAULT_TAU, ge=-1.0, le=1.0)
     leave_one_task_out: bool = True
+    # which banks inference and memory-guided construction read: both (shared first, then
+    # the solver's private bank — the paper), shared only, or private only (the paper's
+    # memory-hierarchy ablation)
+    retrieval_scope: Literal["both", "shared", "private"] = "both"
     dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
     routing: Literal["ability_matrix", "fixed"] = "ability_matrix"
     fixed_solver: str | None = None
@@ -72,8 +77,15 @@ def check_edv_pool(cfg, e: EDVConfig) -> None:
     if e.n_executors > len(execs):
         raise ValueError(f"edv.n_executors={e.n_executors} but only {len(execs)} executors")
     outside = len(names) - e.n_executors  # worst case: the group holds no non-executor
-    if e.distill_by == "third_party" and outside < 1 and not cfg.roles.distillers:
-        raise ValueError("distill_by=third_party needs a pool member outside the execution group")
+    if e.distill_by == "third_party":
+        # every possible group must leave a distiller outside it: a distiller that is no
+        # executor, or more executor-distillers than one group can hold
+        dist = list(cfg.roles.distillers) or names
+        free = [d for d in dist if d not in execs]
+        if not free and len(dist) <= e.n_executors:
+            raise ValueError(
+                f"distill_by=third_party: a group of {e.n_executors} executor(s) can hold every "
+                f"distiller {dist}; add a distiller outside the executors")
     if e.verify_by == "external" and outside < 1 + (e.distill_by == "third_party"):
         raise ValueError("verify_by=external needs a pool member outside the group and the distiller")
     if e.verify_by == "judge" and cfg.roles.judge is None:

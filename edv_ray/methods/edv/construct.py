@@ -16,7 +16,7 @@ from edv_ray.methods.edv import records as R
 from edv_ray.methods.edv.config import NAME, EDVConfig
 from edv_ray.methods.edv.jobs import StageJob, Voter
 from edv_ray.methods.edv.plan import draw_roles, poison_candidates
-from edv_ray.methods.edv.retrieval import memory_fn
+from edv_ray.methods.edv.retrieval import construction_memory
 from edv_ray.methods.edv.stages import route
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.memory.records import Vote
@@ -41,7 +41,7 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
     group_eids = steps.execute(
         ctx, stage="execute", method=NAME, epoch=epoch, tasks=train,
         plan={key: r.group for key, r in roles.items()},
-        memory=memory_fn(ctx, e) if e.retrieve_during_construction else None,
+        memory=construction_memory(ctx, e, epoch),
         label=f"epoch {epoch} execute")
     # ---- Distill (only tasks whose whole group finished) ------------------------------
     done = finished_attempts(ctx.run_dir, "execute")

@@ -13,12 +13,14 @@ config's ``*_sees_reward`` switch says so (recorded with every vote).
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from edv_ray.methods.edv import records as R
+from edv_ray.methods.edv.config import AUDIT_STAGE
 from edv_ray.methods.edv.stages import distill, supporting_ids, vote
 from edv_ray.llm.client import CallLedger, LLMClient
 from edv_ray.methods.jobbase import JobBase
@@ -77,10 +79,34 @@ def trajectories(job: StageJob, env) -> tuple[list[R.TrajectoryView], str]:
     rows.sort(key=lambda r: (r["agent"], r["episode_id"]))
     views = [R.TrajectoryView(label=f"T{i}", episode_id=r["episode_id"], agent=r["agent"],
                               success=bool(r["success"]), reward=float(r["reward"]),
-                              transcript=transcript(env, r))
+                              transcript=transcript(env, r), signature=action_signature(r))
              for i, r in enumerate(rows, 1)]
     observed = next((r["observed_text"] for r in rows if r.get("observed_text")), "")
     return views, observed
+
+
+def action_signature(row: dict[str, Any]) -> str:
+    """A reward-blind fingerprint of what a run did: its tool calls (name + arguments) in
+    order, or — for a benchmark answered in text — its answers."""
+    import hashlib
+    import json
+
+    msgs = json.loads(row.get("messages_json") or "[]")
+    acts = [[tc.get("name"), tc.get("arguments")] for m in msgs if m.get("role") == "assistant"
+            for tc in (m.get("tool_calls") or [])]
+    if not acts:
+        acts = [m.get("content") for m in msgs if m.get("role") == "assistant"]
+    return hashlib.sha1(json.dumps(acts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def has_contrast(trajs: list[R.TrajectoryView], sees_reward: bool) -> bool:
+    """The contrast gate: a success and a failure when the distiller sees grades; else
+    runs that did different things (their action signatures differ) — the gate must not
+    read a reward the distiller is not shown."""
+    if sees_reward:
+        n_ok = sum(t.success for t in trajs)
+        return 0 < n_ok < len(trajs)
+    return len({t.signature for t in trajs}) > 1
 
 
 def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
@@ -96,7 +122,7 @@ def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     cands: list[dict[str, Any]] = []
     if not trajs:
         marker["status"] = "no_trajectories"
-    elif job.require_contrast and not (0 < n_ok < len(trajs)):
+    elif job.require_contrast and not has_contrast(trajs, job.sees_reward):
         marker["status"] = "no_contrast"
     else:
         ledger = CallLedger()
@@ -132,7 +158,10 @@ def _one_vote(job: StageJob, env, bench, observed: str, trajs: dict, voter: Vote
     if voter.verifier_type == "none":
         v = (True, True, "verification disabled (verify_by=none)")
     else:
-        call = json_caller(client, voter, stage_ctx(job, "verifier", voter.agent), ledger)
+        ctx = stage_ctx(job, "verifier", voter.agent)
+        if c["is_poison"]:  # the admission audit is an instrument, not construction cost
+            ctx = dataclasses.replace(ctx, stage=AUDIT_STAGE)
+        call = json_caller(client, voter, ctx, ledger)
         r = vote(observed, env.policy(bench, job.domain), ctx_trajs, c["title"],
                  c["when_to_use"], c["rule"], call, retries=job.retries,
                  sees_reward=voter.sees_reward,

@@ -2,48 +2,33 @@
 Execute (a seeded group) → Distill (a third party contrasts the runs) → Verify (the
 executors vote) → shared / private banks — then routed inference on the test tasks:
 the Ability Matrix picks the solver, which retrieves from the shared bank first, then
-its private bank (after every epoch when ``edv.eval_after_each_epoch``)."""
+its private bank (after every epoch when ``edv.eval_after_each_epoch``).
+
+Memory is read from frozen snapshots (:mod:`edv_ray.methods.edv.banks`): epoch E's
+inference and epoch E+1's memory-guided executions read the bank as it was when epoch E
+ended. With ``contamination``, the last snapshot gets contaminated copies and the same
+routed test tasks run again on each (``edv+poison@S`` in ``method_results``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from edv_ray.methods import steps
+from edv_ray.methods.edv import banks
 from edv_ray.methods.edv.config import INFER_STAGE, NAME, EDVConfig
 from edv_ray.methods.edv.retrieval import memory_fn
 
 
-def contaminate(ctx, bank, share: float) -> None:
-    """Inject poison rules into the shared bank until they are ``share`` of it."""
-    from edv_ray.memory import MemoryItem
-    from edv_ray.methods import contamination as C
-
-    clean = [i for i in bank.items(bank="shared") if i.distiller != "contamination"]
-    pool = [(d, p) for d in ctx.cfg.benchmark.domains for p in C.load_poison(d)]
-    n = C.n_to_inject(len(clean), share, len(pool))
-    items = [MemoryItem(bank="shared", title=p["title"], when_to_use=p["when_to_use"],
-                        rule=p["rule"], tags=[*p.get("tags", []), "contamination"], domain=d,
-                        source_task_ids=[f"contamination-{i}"], distiller="contamination",
-                        method=NAME) for i, (d, p) in enumerate(pool[:n])]
-    if items:
-        bank.add(items)
-        bank.save()
-    reached = n / (len(clean) + n) if n else 0.0
-    C.record(ctx.run_dir, NAME, [dict(run_id=ctx.run_id, bank="shared", owner=None, domain=i.domain,
-                                      item_id=i.item_id, rule=i.rule, share_asked=share,
-                                      share_reached=reached) for i in items])
-    ctx.console.print(f"contamination: {n} poison item(s) in the shared bank "
-                      f"(share {reached:.2f}, asked {share:.2f})")
-
-
 def run(ctx, e: EDVConfig) -> None:
-    from edv_ray.methods.edv.construct import run_epoch
     from edv_ray.memory import MemoryBank
-    from edv_ray.methods import contamination as C
+    from edv_ray.methods.edv.construct import run_epoch
 
     train, test = steps.train_tasks(ctx), steps.test_tasks(ctx)
-    if ctx.cfg.memory_from:  # inference only, from another run's banks
-        C.copy_source(ctx.cfg.memory_from, "memory", ctx.run_dir / "memory")
+    if ctx.cfg.memory_from:  # inference only, from another run's banks and Ability Matrix
+        _from_source(ctx, e, test)
+        return
     bank = MemoryBank.load(ctx.run_dir / "memory", dedup_threshold=e.dedup_threshold)
-    for epoch in range(0 if ctx.cfg.memory_from else e.epochs):
+    for epoch in range(e.epochs):
         unfinished = run_epoch(ctx, e, bank, epoch, train)
         if unfinished:
             ctx.console.print(
@@ -52,26 +37,100 @@ def run(ctx, e: EDVConfig) -> None:
                 f"inference — continue with `edv run --resume {ctx.run_dir}`[/]")
             ctx.unfinished.extend(unfinished)
             return
-        ctx.console.print(f"epoch {epoch}: memory holds {len(bank)} item(s)")
+        info = banks.freeze(ctx.run_dir / "memory", banks.snapshot_dir(ctx.run_dir, epoch),
+                            e.dedup_threshold)
+        ctx.console.print(f"epoch {epoch}: memory holds {info['items']} item(s)")
         if e.eval_after_each_epoch or epoch == e.epochs - 1:
-            infer(ctx, e, bank, epoch, test)
-    if ctx.cfg.memory_from:
-        infer(ctx, e, bank, 0, test)
+            solvers = infer(ctx, e, epoch, test)
+    contaminate_and_infer(ctx, e, e.epochs - 1, test, solvers)
 
 
-def infer(ctx, e: EDVConfig, bank, epoch: int, test: dict[str, list]) -> None:
-    """Stage 2: (contaminate,) route, retrieve, run."""
-    if ctx.cfg.contamination > 0:
-        contaminate(ctx, bank, ctx.cfg.contamination)
+def _from_source(ctx, e: EDVConfig, test) -> None:
+    """``memory_from``: the source run's final bank and the Ability Matrix it routed with."""
+    from edv_ray.methods import contamination as C
+    from edv_ray.results.parquet_io import read_rows
+
+    C.copy_source(ctx.cfg.memory_from, "memory", ctx.run_dir / "memory")
+    banks.freeze(ctx.run_dir / "memory", banks.snapshot_dir(ctx.run_dir, 0), e.dedup_threshold)
+    src = Path(ctx.cfg.memory_from) / "routing_matrix" / f"method={NAME}"
+    epochs = sorted(src.glob("epoch=*/part.parquet"),
+                    key=lambda p: int(p.parent.name.removeprefix("epoch=")))
+    matrix = epochs[-1] if epochs and read_rows(epochs[-1]) else None
+    if matrix is None and e.routing != "fixed":
+        ctx.console.print(f"[yellow]memory_from {ctx.cfg.memory_from}: it stored no EDV Ability "
+                          "Matrix; routing falls back to the prior[/]")
+    solvers = infer(ctx, e, 0, test, matrix_from=matrix)
+    contaminate_and_infer(ctx, e, 0, test, solvers)
+
+
+def infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
+          matrix_from: Path | None = None) -> dict:
+    """Stage 2 on snapshot ``epoch``: route, retrieve, run. Returns the solvers."""
     fixed = e.fixed_solver if e.routing == "fixed" else None
-    solvers = steps.route_tasks(ctx, method=NAME, epoch=epoch, tasks=test, fixed=fixed)
-    steps.solve(ctx, stage=INFER_STAGE, method=NAME, epoch=epoch, tasks=test,
-                solvers=solvers, memory=memory_fn(ctx, e))
+    solvers = steps.route_tasks(ctx, method=NAME, epoch=epoch, tasks=test, fixed=fixed,
+                                matrix_from=matrix_from)
+    frozen = banks.snapshot_dir(ctx.run_dir, epoch)
+    steps.solve(ctx, stage=INFER_STAGE, method=NAME, epoch=epoch, tasks=test, solvers=solvers,
+                memory=memory_fn(ctx, e, frozen, banks.version_of(frozen)))
+    return solvers
+
+
+def contaminate_and_infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
+                          solvers: dict) -> None:
+    """Each contamination share: wrong twins of clean items of the frozen bank, placed in
+    the shared bank of their domain; the same routed test tasks run on the copy."""
+    from edv_ray.memory import MemoryBank, MemoryItem
+    from edv_ray.methods import contamination as C
+
+    if not ctx.cfg.contamination:
+        return
+    frozen = banks.snapshot_dir(ctx.run_dir, epoch)
+    items = list(MemoryBank.load(frozen, dedup_threshold=e.dedup_threshold))
+    by_id = {i.item_id: i for i in items}
+    clean: dict[str, list[C.Host]] = {}
+    for i in items:
+        clean.setdefault(i.domain or "", []).append(C.Host(
+            i.domain or "", i.item_id, (i.source_task_ids or [""])[0], i.title, i.when_to_use, i.rule))
+    for share in ctx.cfg.contamination:
+        hosts = C.pick_hosts(clean, share, ctx.cfg.seed, NAME)
+        twins = C.write_twins(ctx, NAME, hosts)
+        wanted = sum(len(h) for h in hosts.values())
+        if len(twins) < wanted:
+            ctx.console.print(f"[yellow]contamination {share:g}: {wanted - len(twins)} twin(s) "
+                              f"missing after errors; resume to finish[/]")
+            continue
+        poison = []
+        for (host_id, _copy), t in sorted(twins.items()):
+            host = by_id[host_id]
+            poison.append(MemoryItem(
+                bank="shared", title=t["title"], when_to_use=t["when_to_use"], rule=t["rule"],
+                tags=["contamination"], domain=host.domain,
+                source_task_ids=list(host.source_task_ids), epoch=host.epoch,
+                distiller="contamination", method=NAME,
+                supporting_trajectory_ids=[], rejected_trajectory_ids=[host_id]))
+        dest = ctx.run_dir / "memory_contaminated" / C.condition(share)
+        info = banks.contaminated_copy(frozen, dest, poison, e.dedup_threshold)
+        placed = [dict(domain=i.domain or "", bank="shared", owner=None, item_id=i.item_id,
+                       host_item_id=(i.rejected_trajectory_ids or [None])[0], title=i.title,
+                       rule=i.rule, source=_source_of(i, twins))
+                  for i in MemoryBank.load(dest, dedup_threshold=1.0) if i.distiller == "contamination"]
+        C.record(ctx.run_dir, NAME, share, C.share_rows(ctx.run_id, NAME, share, clean, placed))
+        reached = {d: sum(p["domain"] == d for p in placed) / max(1, len(clean[d]) + sum(
+            p["domain"] == d for p in placed)) for d in clean}
+        ctx.console.print(f"contamination {share:g}: {len(placed)} twin(s) in the shared bank; "
+                          "share reached " + ", ".join(f"{d} {r:.3f}" for d, r in sorted(reached.items())))
+        steps.solve(ctx, stage=INFER_STAGE, method=NAME, epoch=epoch, tasks=test, solvers=solvers,
+                    memory=memory_fn(ctx, e, dest, info), condition=C.condition(share))
+
+
+def _source_of(item, twins: dict) -> str:
+    for t in twins.values():
+        if item.rule.startswith(t["rule"]):
+            return t["source"]
+    return "model"
 
 
 def add_views(con, run_dir) -> None:
     from edv_ray.methods.edv.views import add_edv_views
 
     add_edv_views(con, run_dir)
-
-

@@ -59,6 +59,9 @@ class TrajectoryView(BaseModel):
     success: bool
     reward: float
     transcript: str
+    # what the run did, reward-blind (a hash of its actions): two runs whose signatures
+    # differ ended in different states — the contrast a distiller without grades can see
+    signature: str = ""
 
 
 

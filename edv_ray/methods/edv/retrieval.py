@@ -2,9 +2,8 @@
 task (see :class:`edv_ray.runtime.spec.MemoryRequest`): top-k from the shared bank, filled
 from the solver's private bank, threshold τ, leave-one-task-out, same domain.
 
-The bank is read from the run folder and cached per process; a bank whose files changed
-(a new epoch's items) is read again. The bank does not change while episodes that read
-it run: EDV writes memory only between stages.
+The bank is a frozen snapshot (``memory_snapshots/epoch=E`` or a contaminated copy),
+read once per process and cached; its version is part of each episode's identity.
 """
 
 from __future__ import annotations
@@ -39,24 +38,40 @@ def load_bank(bank_dir: str, dedup_threshold: float):
 def edv_experiences(observed_text: str, params: dict) -> Retrieval:
     from edv_ray.memory import retrieve
 
-    bank = load_bank(params["bank_dir"], params.get("dedup_threshold", 0.92))
+    bank = load_bank(params["bank_dir"], 1.0)  # a frozen bank: read, never merged into
     if len(bank) == 0 or not observed_text.strip():
         return Retrieval()
     hits = retrieve(bank, observed_text, solver=params["solver"], k=params["k"],
                     tau=params["tau"], exclude_task_ids=params.get("exclude_task_ids") or (),
-                    domain=params.get("domain"))
+                    domain=params.get("domain"), scope=params.get("scope", "both"))
     return Retrieval(texts=[h.item.render() for h in hits],
                      item_ids=[h.item.item_id for h in hits], banks=[h.bank for h in hits])
 
 
-def memory_fn(ctx, e):
-    """Retrieval for (task, solver): shared first, then the solver's private bank,
-    never an item distilled from this task (leave-one-task-out, default on)."""
-    if e.retrieval_k == 0:
+def memory_fn(ctx, e, bank_dir: Path, info: dict | None):
+    """Retrieval for (task, solver) from the frozen bank at ``bank_dir`` (``info``: its
+    version): shared first, then the solver's private bank (``edv.retrieval_scope``),
+    never an item distilled from this task (leave-one-task-out, default on). None — no
+    memory — when k = 0 or the bank is empty: such an episode is the same episode as one
+    run without memory (and may be shared with Router)."""
+    if e.retrieval_k == 0 or not info or info.get("items", 0) == 0:
         return None
+
     def fn(domain, task, agent):
-        return MemoryRequest(provider="edv_ray.methods.edv.retrieval:edv_experiences", params=dict(
-            bank_dir=str(ctx.run_dir / "memory"), solver=agent, k=e.retrieval_k,
-            tau=e.retrieval_tau, domain=domain, dedup_threshold=e.dedup_threshold,
-            exclude_task_ids=[task.id] if e.leave_one_task_out else []))
+        return MemoryRequest(
+            provider="edv_ray.methods.edv.retrieval:edv_experiences", version=info["version"],
+            params=dict(bank_dir=str(bank_dir), solver=agent, k=e.retrieval_k,
+                        tau=e.retrieval_tau, domain=domain, scope=e.retrieval_scope,
+                        exclude_task_ids=[task.id] if e.leave_one_task_out else []))
     return fn
+
+
+def construction_memory(ctx, e, epoch: int):
+    """Epoch ``epoch``'s memory-guided executions read the bank frozen after the epoch
+    before (none in epoch 0)."""
+    from edv_ray.methods.edv.banks import snapshot_dir, version_of
+
+    if not e.retrieve_during_construction or epoch == 0:
+        return None
+    frozen = snapshot_dir(ctx.run_dir, epoch - 1)
+    return memory_fn(ctx, e, frozen, version_of(frozen))

@@ -46,13 +46,12 @@ def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Ca
             fit: Callable = _identity_fit) -> DistillResult:
     """Ask the distiller for lessons that contrast the runs; strict schema, retried.
     ``fit(render, transcripts)`` shortens transcripts to the model's prompt budget."""
-    note = ("Each run's graded outcome is given in its outcome attribute." if sees_reward
-            else "The runs' outcomes are not given: judge them from the policy.")
+    name = "distill_graded.v3" if sees_reward else "distill_blind.v3"
 
     def render(transcripts: list[str]) -> str:
         blocks = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(trajectories, transcripts))
-        return render_prompt("methods/edv", "distill.v2", task=fence(task), policy=policy,
-                             trajectories=blocks, reward_note=note, task_noun=task_noun,
+        return render_prompt("methods/edv", name, task=fence(task), policy=policy,
+                             trajectories=blocks, task_noun=task_noun,
                              max_candidates=max_candidates)
 
     prompt = fit(render, [t.transcript for t in trajectories])

@@ -54,7 +54,8 @@ def add_edv_views(con, run_dir: Path) -> bool:
                count(*) FILTER (WHERE success) / count(*) AS pass_at_1,
                wilson_low(count(*) FILTER (WHERE success), count(*)) AS ci_low,
                wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
-        FROM episodes WHERE stage = 'infer' GROUP BY ALL ORDER BY epoch
+        FROM method_episodes WHERE used_by = 'edv' AND condition = '' AND stage = 'infer'
+        GROUP BY ALL ORDER BY epoch
     """)
     con.execute("""
         CREATE OR REPLACE VIEW retrieval_use AS
@@ -62,6 +63,7 @@ def add_edv_views(con, run_dir: Path) -> bool:
                list_contains(retrieved_banks, 'private') AS used_private,
                count(*) AS episodes, count(*) FILTER (WHERE status = 'error') AS errors,
                count(*) FILTER (WHERE success) / count(*) AS pass_at_1
-        FROM episodes WHERE stage = 'infer' GROUP BY ALL ORDER BY ALL
+        FROM method_episodes WHERE used_by = 'edv' AND condition = '' AND stage = 'infer'
+        GROUP BY ALL ORDER BY ALL
     """)
     return base.is_dir()

@@ -59,6 +59,7 @@ class RBLearnJob(JobBase):
     retries: int = 2
     extract_temperature: float = 1.0
     contrast: bool = False  # MaTTS parallel: self-contrast over all rollouts, best-of-k
+    seq: int = 0  # the entry's place in the bank's order (see store.SEQ_EPOCH)
 
     @property
     def job_id(self) -> str:
@@ -144,7 +145,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
         stage=job.stage, query=observed, query_embedding=vec, episode_ids=job.episode_ids,
         judge_labels=labels, true_success=[bool(r["success"]) for r in rows],
         items=[i.model_dump() for i in items], status="ok" if items else "no_items",
-        error=error, picked_episode_id=picked)
+        error=error, picked_episode_id=picked, seq=job.seq)
     write_rows_atomic(judgments, judgment_path(job.run_dir, job.agent, job.epoch, job.domain,
                                                job.task_id, job.stage), JUDGMENT_SCHEMA)
     write_rows_atomic([entry], entry_path(job.run_dir, job.agent, job.epoch, job.domain,

@@ -8,9 +8,12 @@ MaTTS) items — title, one-sentence description, content. One Parquet file per 
 merged, pruned or rewritten (the paper's plain append).
 
 Retrieval (:func:`rb_experiences`, run in the episode worker once the agent has observed
-its task) embeds the query, finds the k most similar past *task queries* of the agent's
-own bank (cosine; never the current task — leave-one-task-out), and returns all their
-items.
+its task) embeds the query, finds the k most similar *distinct past tasks* of the same
+domain in the agent's own bank (cosine over their task queries; never the current task —
+leave-one-task-out), and returns all the items of each task's latest entry. Entries carry
+a sequence number (``seq`` = epoch × SEQ_EPOCH + the task's position in the stream): an
+episode sees only entries learned before it (``before_seq``), so a resumed run or an
+epoch's evaluation never sees later learning.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ ENTRY_SCHEMA = pa.schema([
     ("episode_ids", pa.list_(_S)), ("judge_labels", pa.list_(_S)),
     ("true_success", pa.list_(pa.bool_())), ("items", pa.list_(ITEM)), ("status", _S),
     ("error", _S), ("picked_episode_id", _S),  # MaTTS parallel: the model's best-of-k
+    ("seq", pa.int64()),  # epoch × SEQ_EPOCH + position in the epoch's task stream
 ])
+SEQ_EPOCH = 10_000_000
 JUDGMENT_SCHEMA = pa.schema([
     ("run_id", _S), ("agent", _S), ("domain", _S), ("task_id", _S), ("stage", _S),
     ("episode_id", _S), ("label", _S), ("parse_ok", pa.bool_()), ("reasoning", _S),
@@ -61,7 +66,8 @@ _cache: dict[str, tuple[tuple, list[dict]]] = {}
 
 
 def load_entries(bank_dir: Path) -> list[dict]:
-    """Every entry of one agent's bank (cached per process until a file is added)."""
+    """Every entry of one agent's bank with items (cached per process until a file is
+    added); ``epoch`` from the file's partition folder."""
     import pyarrow.parquet as pq
 
     files = sorted(bank_dir.rglob("*.parquet")) if bank_dir.is_dir() else []
@@ -69,33 +75,65 @@ def load_entries(bank_dir: Path) -> list[dict]:
     with _lock:
         hit = _cache.get(str(bank_dir))
         if hit is None or hit[0] != sig:
-            rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+            rows = []
+            for f in files:
+                epoch = int(f.parent.name.removeprefix("epoch=")) if f.parent.name.startswith("epoch=") else 0
+                rows += [dict(r, epoch=epoch) for r in pq.read_table(f).to_pylist()]
             hit = (sig, [r for r in rows if r["items"] and r["query_embedding"]])
             _cache[str(bank_dir)] = hit
         return hit[1]
 
 
-def top_entries(entries: list[dict], query_vec: np.ndarray, k: int,
-                exclude_task_ids: set[str]) -> list[tuple[float, dict]]:
-    allowed = [e for e in entries if e["task_id"] not in exclude_task_ids]
-    if not allowed or k <= 0:
+def entry_seq(e: dict) -> int:
+    return e["seq"] if e.get("seq") is not None else e.get("epoch", 0) * SEQ_EPOCH
+
+
+def visible(entries: list[dict], domain: str | None, before_seq: int | None,
+            exclude: set[tuple[str, str]]) -> list[dict]:
+    """The latest entry of each distinct past task an episode may see: same domain,
+    learned before ``before_seq``, not an excluded (domain, task)."""
+    latest: dict[tuple[str, str], dict] = {}
+    for e in entries:
+        key = (e["domain"], e["task_id"])
+        if (domain is not None and e["domain"] != domain) or key in exclude:
+            continue
+        if before_seq is not None and entry_seq(e) >= before_seq:
+            continue
+        if key not in latest or entry_seq(e) > entry_seq(latest[key]):
+            latest[key] = e
+    return list(latest.values())
+
+
+def version(entries: list[dict]) -> str:
+    """A fingerprint of what an episode can retrieve (its entries and their items)."""
+    import hashlib
+
+    keys = sorted(f"{e['entry_id']}:{len(e['items'])}" for e in entries)
+    return hashlib.sha1("\n".join(keys).encode()).hexdigest()[:16]
+
+
+def top_entries(entries: list[dict], query_vec: np.ndarray, k: int) -> list[tuple[float, dict]]:
+    """The k most similar of ``entries`` (already one per task); ties → the more recent."""
+    if not entries or k <= 0:
         return []
-    mat = np.asarray([e["query_embedding"] for e in allowed], dtype=np.float32)
+    mat = np.asarray([e["query_embedding"] for e in entries], dtype=np.float32)
     scores = mat @ query_vec
-    order = sorted(range(len(allowed)), key=lambda i: (-float(scores[i]), allowed[i]["entry_id"]))
-    return [(float(scores[i]), allowed[i]) for i in order[:k]]
+    order = sorted(range(len(entries)),
+                   key=lambda i: (-float(scores[i]), -entry_seq(entries[i]), entries[i]["entry_id"]))
+    return [(float(scores[i]), entries[i]) for i in order[:k]]
 
 
 def rb_experiences(observed_text: str, params: dict) -> Retrieval:
     from edv_ray.memory import Embedder
 
-    entries = load_entries(Path(params["bank_dir"]))
+    exclude = {tuple(x) for x in params.get("exclude") or ()}
+    entries = visible(load_entries(Path(params["bank_dir"])), params.get("domain"),
+                      params.get("before_seq"), exclude)
     if not entries or not observed_text.strip():
         return Retrieval()
     vec = Embedder().embed_one(observed_text)
-    hits = top_entries(entries, vec, params["k"], set(params.get("exclude_task_ids") or ()))
     texts, ids = [], []
-    for _score, e in hits:
+    for _score, e in top_entries(entries, vec, params["k"]):
         for i, item in enumerate(e["items"]):
             texts.append(render_item(item))
             ids.append(f"{e['entry_id']}:{i}")

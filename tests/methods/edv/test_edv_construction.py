@@ -99,7 +99,12 @@ def test_routing_dedup_retrieval_and_audit(server, tmp_path):
     assert con.execute("SELECT poison_candidates, to_shared, to_private, discarded "
                        "FROM poison_admission").fetchone() == (3, 0.0, 0.0, 1.0)
     tokens = dict(con.execute("SELECT stage, sum(calls) FROM tokens_by_stage GROUP BY 1").fetchall())
-    assert tokens["distill"] == 3 and tokens["verify"] == 24 and tokens["execute"] > 0
+    # the 6 poison votes are the admission audit's cost, not construction's
+    assert tokens["distill"] == 3 and tokens["verify"] == 18 and tokens["verify_audit"] == 6
+    assert tokens["execute"] > 0
+    phases = dict(con.execute("SELECT phase, sum(calls) FROM token_use WHERE method = 'edv' "
+                              "AND stage LIKE 'verify%' GROUP BY 1").fetchall())
+    assert phases == {"construction": 18, "audit": 6}
 
 
 def test_leave_one_task_out_guard(server, tmp_path):
