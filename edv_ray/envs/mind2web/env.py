@@ -3,7 +3,8 @@
 One pseudo-domain ``mind2web``; the Ability-Matrix task type is the website's domain;
 an episode is one task played step by step (MindAct multi-choice); ``success`` = every
 step succeeds (the task success of Mind2Web), ``reward`` = the task's step success rate;
-per-step scores and the task's EA / AF1 / SSR land in the episode's ``reward_json``.
+per-step scores, the task's EA / AF1 / SSR and the metrics mode (official | corrected)
+land in the episode's ``reward_json``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class Mind2WebEnv(FileEnv):
 
     def play(self, bench, spec, task, complete, experiences):
         return E.run_episode(task, complete, experiences, seed=spec.seed or 0,
-                             top_k=bench.top_k, previous_k=bench.previous_actions)
+                             top_k=bench.top_k, previous_k=bench.previous_actions,
+                             metrics=bench.metrics)
 
 
 ENV = Mind2WebEnv()
