@@ -101,8 +101,8 @@ CASES = {  # name: (how the folder is spoiled, what the one line must say)
     "record_not_object": (_records_file([7]), "record 0: a task record must be a JSON object"),
     "node_id_is_int": (_records_file([_set(_records()[0], "actions.0.pos_candidates.0."
                                            "backend_node_id", 17)]),
-                       "actions.0.pos_candidates.0.backend_node_id: Input should be a valid "
-                       "string (got int)"),
+                       ("actions.0.pos_candidates.0.backend_node_id: Input should be a valid "
+                        "string (got int)")),
     "actions_is_text": (_records_file([_set(_records()[0], "actions", "click it")]),
                         "actions: Input should be a valid list (got str)"),
     "no_actions": (_records_file([_set(_records()[0], "actions", [])]),

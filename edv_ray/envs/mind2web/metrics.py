@@ -174,3 +174,9 @@ def aggregate(tasks: Sequence[TaskScore], mode: Mode = "official") -> dict[str, 
         "n_steps": float(len(steps)),
         "official_dropped_steps": float(dropped),
     }
+
+
+def mean_over_passes(passes: Sequence[Sequence[TaskScore]], mode: Mode) -> dict[str, float]:
+    """The split figures of each pass (a trial over the split, in split order), averaged."""
+    runs = [aggregate(p, mode) for p in passes if p]
+    return {k: fmean(r[k] for r in runs) for k in runs[0]} if runs else {}
