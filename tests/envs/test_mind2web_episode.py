@@ -147,8 +147,11 @@ def test_observed_text_type_and_instructions(data):
 
 
 def test_parse_answer_and_out_of_range_letter(data):
-    assert parse_answer("Answer: C\nAction: type\nValue: Paris") == ("C", "TYPE", "Paris")
-    assert parse_answer("B.\nAction: CLICK") == ("B", "CLICK", "")
+    # the official LLM scorer's reading (tests/envs/test_mind2web_official.py has more)
+    assert parse_answer("Answer: C\nAction: type\nValue: Paris") == ("C", "", "Paris")
+    assert parse_answer("B.\nAction: CLICK") == ("A", "CLICK", "")
+    assert parse_answer("Answer: D, Action: TYPE Value: New York ") == ("D", "TYPE", "New York")
+    assert parse_answer("Answer:B\nAction: CLICK") == ("A", "CLICK", "")
     assert parse_answer("I am not sure") == ("A", "", "")
     task = data.task("test_domain", "td-1")  # 3 candidates per step: options B-D only
     out = run_episode(task, lambda m: "Answer: F\nAction: CLICK")

@@ -124,7 +124,7 @@ def test_malformed_files_are_clear_errors(tmp_path):
     with pytest.raises(BenchmarkDataError, match="scores_all_data.pkl"):
         load_scores(tmp_path / "scores_all_data.pkl")
     (tmp_path / "scores_all_data.pkl").write_bytes(pickle.dumps({"ranks": []}))
-    with pytest.raises(BenchmarkDataError, match="'scores' and 'ranks'"):
+    with pytest.raises(BenchmarkDataError, match="'ranks' is list, expected a dict"):
         load_scores(tmp_path / "scores_all_data.pkl")
 
 

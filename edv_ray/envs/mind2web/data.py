@@ -8,29 +8,78 @@ Layout (as distributed by OSU-NLP-Group/Mind2Web)::
     ROOT/test_domain/test_domain_*.json
     ROOT/scores_all_data.pkl      # candidate-ranker output (MindAct stage 1)
 
-Each JSON file is an array of task records; the pickle maps
-``f"{annotation_id}_{action_uid}"`` to per-candidate scores and 0-based ranks.
-Candidates missing from a step's rank table count as outside every top-k; a
-step missing from the table altogether means the pickle belongs to other data
-and is an error. The pickle is the user's own file: it is unpickled as-is.
+Each JSON file is an array of task records, checked field by field (a malformed one
+is named by file, record and field, a non-UTF-8 byte by line; an annotation_id seen
+twice in a split is refused). The pickle maps ``f"{annotation_id}_{action_uid}"`` to
+per-candidate scores and 0-based ranks (read by :mod:`.scores`, which runs nothing
+from it). Candidates missing from a step's rank table count as outside every top-k;
+a step missing from the table altogether means the pickle belongs to other data and
+is an error.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from edv_ray.envs.errors import BenchmarkDataError
+from edv_ray.envs.mind2web.scores import SCORES_FILE, RankerScores, load_scores
+
+__all__ = ["SCORES_FILE", "SPLITS", "Mind2WebData", "RankerScores", "Task", "attach_ranks",
+           "load_scores", "load_split", "parse_task"]
 
 SPLITS: tuple[str, ...] = ("train", "test_task", "test_website", "test_domain")
-SCORES_FILE = "scores_all_data.pkl"
 OPS = ("CLICK", "TYPE", "SELECT")
-_TASK_FIELDS = ("annotation_id", "website", "domain", "confirmed_task", "action_reprs", "actions")
-_STEP_FIELDS = ("action_uid", "cleaned_html", "operation", "pos_candidates", "neg_candidates")
+
+
+class _Raw(BaseModel):
+    """The release's record shapes, for checking types (extra fields are ignored)."""
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class RawCandidate(_Raw):
+    backend_node_id: str
+    tag: str | None = ""
+    attributes: str | dict[str, Any] | None = None
+    is_original_target: bool | None = False
+    is_top_level_target: bool | None = False
+
+
+class RawOperation(_Raw):
+    op: str
+    original_op: str | None = None
+    value: str | None = ""
+
+
+class RawAction(_Raw):
+    action_uid: str
+    cleaned_html: str | None
+    operation: RawOperation
+    pos_candidates: list[RawCandidate] | None
+    neg_candidates: list[RawCandidate] | None
+
+
+class RawTask(_Raw):
+    annotation_id: str
+    website: str
+    domain: str
+    subdomain: str | None = ""
+    confirmed_task: str
+    action_reprs: list[str]
+    actions: list[RawAction] = Field(min_length=1)
+
+
+def _first_error(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"]) or "record"
+    got = "" if e["type"] == "missing" else f" (got {type(e['input']).__name__})"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{loc}: {e['msg']}{got}{more}"
 
 
 @dataclass(frozen=True)
@@ -95,57 +144,56 @@ def _attributes(raw: Any) -> dict[str, Any]:
     return {}
 
 
-def _candidate(raw: dict[str, Any]) -> Candidate:
+def _candidate(raw: RawCandidate) -> Candidate:
     return Candidate(
-        backend_node_id=str(raw["backend_node_id"]),
-        tag=str(raw.get("tag", "")),
-        attributes=_attributes(raw.get("attributes")),
-        is_original_target=bool(raw.get("is_original_target", False)),
-        is_top_level_target=bool(raw.get("is_top_level_target", False)),
+        backend_node_id=raw.backend_node_id,
+        tag=raw.tag or "",
+        attributes=_attributes(raw.attributes),
+        is_original_target=bool(raw.is_original_target),
+        is_top_level_target=bool(raw.is_top_level_target),
     )
 
 
-def _step(raw: dict[str, Any], where: str) -> Step:
-    missing = [f for f in _STEP_FIELDS if f not in raw]
-    if missing:
-        raise BenchmarkDataError(f"{where}: action record lacks fields {missing}; "
-                                 f"expected {list(_STEP_FIELDS)}")
-    op = raw["operation"] or {}
-    name = str(op.get("op", "")).upper()
+def _step(raw: RawAction, where: str) -> Step:
+    name = raw.operation.op.upper()
     if name not in OPS:
         raise BenchmarkDataError(f"{where}: operation.op is {name!r}; expected one of {OPS}")
     return Step(
-        action_uid=str(raw["action_uid"]),
+        action_uid=raw.action_uid,
         op=name,
-        original_op=str(op.get("original_op", name)),
-        value=str(op.get("value", "") or ""),
-        cleaned_html=str(raw["cleaned_html"] or ""),
-        pos_candidates=tuple(_candidate(c) for c in raw["pos_candidates"] or ()),
-        neg_candidates=tuple(_candidate(c) for c in raw["neg_candidates"] or ()),
+        original_op=raw.operation.original_op or name,
+        value=raw.operation.value or "",
+        cleaned_html=raw.cleaned_html or "",
+        pos_candidates=tuple(_candidate(c) for c in raw.pos_candidates or ()),
+        neg_candidates=tuple(_candidate(c) for c in raw.neg_candidates or ()),
     )
 
 
 def parse_task(raw: Any, split: str = "", where: str = "<record>") -> Task:
     """One official task record (a dict from the JSON array) → :class:`Task`."""
     if not isinstance(raw, dict):
-        raise BenchmarkDataError(f"{where}: a task record must be a JSON object")
-    missing = [f for f in _TASK_FIELDS if f not in raw]
-    if missing:
-        raise BenchmarkDataError(f"{where}: task record lacks fields {missing}; "
-                                 f"expected {list(_TASK_FIELDS)}")
+        raise BenchmarkDataError(f"{where}: a task record must be a JSON object, "
+                                 f"got {type(raw).__name__}")
+    if isinstance(raw.get("annotation_id"), str):
+        where = f"{where} (annotation_id {raw['annotation_id']!r})"
     try:
-        steps = tuple(_step(a, f"{where} action {i}") for i, a in enumerate(raw["actions"]))
-    except (KeyError, TypeError, AttributeError) as err:
-        raise BenchmarkDataError(f"{where}: malformed action or candidate ({err!r}); expected "
-                                 "candidates with backend_node_id, tag, attributes") from None
-    reprs = tuple(str(r) for r in raw["action_reprs"])
-    if len(reprs) != len(steps):
-        raise BenchmarkDataError(f"{where}: {len(reprs)} action_reprs for {len(steps)} actions")
+        rec = RawTask.model_validate(raw)
+    except ValidationError as err:
+        raise BenchmarkDataError(f"{where}: {_first_error(err)}; expected a Mind2Web task "
+                                 "record (annotation_id, website, domain, confirmed_task, "
+                                 "action_reprs, actions)") from None
+    steps = tuple(_step(a, f"{where} action {i}") for i, a in enumerate(rec.actions))
+    uids = [s.action_uid for s in steps]
+    if len(set(uids)) != len(uids):
+        dup = next(u for u in uids if uids.count(u) > 1)
+        raise BenchmarkDataError(f"{where}: action_uid {dup!r} appears twice in one task")
+    if len(rec.action_reprs) != len(steps):
+        raise BenchmarkDataError(f"{where}: {len(rec.action_reprs)} action_reprs for "
+                                 f"{len(steps)} actions")
     return Task(
-        annotation_id=str(raw["annotation_id"]), website=str(raw["website"]),
-        domain=str(raw["domain"]), subdomain=str(raw.get("subdomain", "")),
-        confirmed_task=str(raw["confirmed_task"]), action_reprs=reprs, steps=steps,
-        split=split, source_file=where,
+        annotation_id=rec.annotation_id, website=rec.website, domain=rec.domain,
+        subdomain=rec.subdomain or "", confirmed_task=rec.confirmed_task,
+        action_reprs=tuple(rec.action_reprs), steps=steps, split=split, source_file=where,
     )
 
 
@@ -163,47 +211,43 @@ def split_files(root: str | Path, split: str) -> list[Path]:
     return files
 
 
-def load_split(root: str | Path, split: str) -> list[Task]:
-    """All tasks of one split, in file order then record order."""
-    tasks: list[Task] = []
-    for path in split_files(root, split):
-        try:
-            records = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise BenchmarkDataError(f"{path} is not readable JSON ({err}); expected a JSON "
-                                     "array of Mind2Web task records") from None
-        if not isinstance(records, list):
-            raise BenchmarkDataError(f"{path} must hold a JSON array of task records")
-        tasks += [parse_task(r, split, f"{path}[{i}]") for i, r in enumerate(records)]
-    return tasks
-
-
-@dataclass(frozen=True)
-class RankerScores:
-    scores: dict[str, dict[str, float]]
-    ranks: dict[str, dict[str, int]]
-
-
-def load_scores(path: str | Path) -> RankerScores:
-    path = Path(path)
-    if not path.is_file():
-        raise BenchmarkDataError(
-            f"candidate-ranker scores file {path} not found; expected {SCORES_FILE} = "
-            '{"scores": {sid: {backend_node_id: float}}, "ranks": {sid: {backend_node_id: int}}}')
+def _read_records(path: Path) -> list:
     try:
-        with path.open("rb") as fh:
-            data = pickle.load(fh)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure is a data error
-        raise BenchmarkDataError(f"{path} is not a readable pickle ({err!r}); expected "
-                                 f"{SCORES_FILE} from the Mind2Web release") from None
-    if not (isinstance(data, dict) and isinstance(data.get("ranks"), dict)
-            and isinstance(data.get("scores", {}), dict)):
-        raise BenchmarkDataError(f"{path} must be a dict with keys 'scores' and 'ranks' "
-                                 "({sid: {backend_node_id: value}})")
-    ranks = {str(s): {str(k): int(v) for k, v in m.items()} for s, m in data["ranks"].items()}
-    scores = {str(s): {str(k): float(v) for k, v in m.items()}
-              for s, m in data.get("scores", {}).items()}
-    return RankerScores(scores=scores, ranks=ranks)
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except OSError as err:
+        raise BenchmarkDataError(f"{path} cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise BenchmarkDataError(f"{path} line {line}: not UTF-8 (byte 0x{data[err.start]:02x}); "
+                                 "Mind2Web files are UTF-8 JSON") from None
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BenchmarkDataError(f"{path} line {err.lineno} column {err.colno}: not valid JSON "
+                                 f"({err.msg}); expected a JSON array of Mind2Web task "
+                                 "records") from None
+    if not isinstance(records, list):
+        raise BenchmarkDataError(f"{path} must hold a JSON array of task records, "
+                                 f"got {type(records).__name__}")
+    return records
+
+
+def load_split(root: str | Path, split: str) -> list[Task]:
+    """All tasks of one split, in file order then record order; an annotation_id seen
+    twice is refused (the second would otherwise be scored as the first)."""
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for path in split_files(root, split):
+        for i, raw in enumerate(_read_records(path)):
+            task = parse_task(raw, split, f"{path} record {i}")
+            if task.annotation_id in seen:
+                raise BenchmarkDataError(f"{path} record {i}: annotation_id "
+                                         f"{task.annotation_id!r} appears twice in split "
+                                         f"{split} (first: {seen[task.annotation_id]})")
+            seen[task.annotation_id] = f"{path.name} record {i}"
+            tasks.append(task)
+    return tasks
 
 
 def step_id(task: Task, step: Step) -> str:

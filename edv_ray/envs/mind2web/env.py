@@ -3,17 +3,21 @@
 One pseudo-domain ``mind2web``; the Ability-Matrix task type is the website's domain;
 an episode is one task played step by step (MindAct multi-choice); ``success`` = every
 step succeeds (the task success of Mind2Web), ``reward`` = the task's step success rate;
-per-step scores and the task's EA / AF1 / SSR land in the episode's ``reward_json``.
+per-step scores, the task's EA / AF1 / SSR and the metrics mode (official | corrected)
+land in the episode's ``reward_json``.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+
 from edv_ray.config import ConfigError
 from edv_ray.envs.errors import BenchmarkDataError
+from edv_ray.envs.file_env import FileEnv
 from edv_ray.envs.mind2web import episode as E
 from edv_ray.envs.mind2web.data import SPLITS, Mind2WebData
-from edv_ray.envs.file_env import FileEnv
+from edv_ray.envs.mind2web.metrics import MODES, StepScore, TaskScore, mean_over_passes
 from edv_ray.envs.selection import pick
 
 
@@ -54,7 +58,20 @@ class Mind2WebEnv(FileEnv):
 
     def play(self, bench, spec, task, complete, experiences):
         return E.run_episode(task, complete, experiences, seed=spec.seed or 0,
-                             top_k=bench.top_k, previous_k=bench.previous_actions)
+                             top_k=bench.top_k, previous_k=bench.previous_actions,
+                             metrics=bench.metrics)
+
+    def split_figures(self, passes: list[list[tuple[str, str | None]]]) -> dict[str, dict]:
+        """The split's figures in both metrics modes from stored episodes: ``passes`` =
+        per trial, the (task_id, reward_json) of each task in split order (None = an
+        errored episode, counted as one failed step)."""
+        def score(task_id: str, detail: str | None) -> TaskScore:
+            if not detail:
+                return TaskScore(task_id, (StepScore(0.0, 0.0, 0.0, "error"),), False)
+            return E.task_score_of(json.loads(detail))
+
+        scored = [[score(t, d) for t, d in p] for p in passes]
+        return {mode: mean_over_passes(scored, mode) for mode in MODES}
 
 
 ENV = Mind2WebEnv()

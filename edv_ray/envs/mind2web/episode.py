@@ -4,12 +4,15 @@ Per step: keep the candidates ranked < top_k (positives + negatives), shuffle th
 with a RNG seeded by (seed, task, step), then play rounds while more than one
 remains: take the next five, list them as B, C, … in page order plus
 "A. None of the above"; a chosen element goes to the back of the pool and its
-answer becomes the step's current prediction. The prediction counts only if the
-pool ends non-empty (as in the reference evaluator). Each round is one independent
-model call ``[system, user]``: the model sees the task, the gold previous actions
-``action_reprs[:step]`` (the last ``previous_k``, MindAct's default 5) and the
-options. Steps with no positive inside top-k or a single candidate are scored 0
-without a call, as the reference code does.
+answer becomes the step's current prediction (a letter past the round's options
+picks nothing). The prediction counts only if the pool ends non-empty. Each round is one independent model call ``[system, user]``:
+the model sees the task, the gold previous actions ``action_reprs[:step]`` (the last
+``previous_k``, MindAct's default 5) and the options. Steps with no positive inside
+top-k or a single candidate are scored 0 without a call, as the official code does.
+
+Judging roles never see gold actions: each stored round also carries
+``review_content``, the same prompt listing the agent's OWN previous actions, and
+:func:`render_trajectory` shows that one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ from typing import Any
 
 from edv_ray.envs.mind2web.data import Step, Task
 from edv_ray.envs.mind2web.dom import dom_order, index_elements, render_element
-from edv_ray.envs.mind2web.metrics import StepScore, TaskScore, action_string, score_step
+from edv_ray.envs.mind2web.metrics import (
+    Mode,
+    StepScore,
+    TaskScore,
+    action_string,
+    gold_action,
+    parse_answer,
+    score_step,
+)
 from edv_ray.envs.selection import keep_end
 from edv_ray.prompts import render_prompt
 
@@ -55,23 +66,6 @@ def system_prompt(experiences: Sequence[str] = ()) -> str:
     return render_prompt(PROMPTS, "system.v1", experiences_block=block)
 
 
-_ANSWER = re.compile(r"Answer\s*:\s*\(?([A-Z])\b")
-_LEADING = re.compile(r"^\s*\(?([A-Z])(?:[.):]|\s*$|\s*\n)")
-_ACTION = re.compile(r"Action\s*:\s*(CLICK|SELECT|TYPE)\b", re.IGNORECASE)
-_VALUE = re.compile(r"^\s*Value\s*:[ \t]*(.*)$", re.MULTILINE)
-
-
-def parse_answer(text: str | None) -> tuple[str, str, str]:
-    """Model answer → (option letter, op, value). No readable letter means "A"
-    (none of the above); a missing Action or Value line gives an empty string."""
-    text = text or ""
-    m = _ANSWER.search(text) or _LEADING.search(text)
-    letter = m.group(1) if m else "A"
-    op = _ACTION.search(text)
-    value = _VALUE.search(text)
-    return letter, op.group(1).upper() if op else "", value.group(1).strip() if value else ""
-
-
 @dataclass
 class StepRecord:
     index: int
@@ -88,6 +82,7 @@ class StepRecord:
     action_f1: float
     step_success: float
     reason: str = ""
+    own_action: str = ""  # the agent's own action as judging roles see it
 
 
 @dataclass
@@ -98,6 +93,7 @@ class EpisodeOutcome:
     metrics: dict[str, float]
     steps: list[StepRecord]
     messages: list[dict[str, Any]] = field(default_factory=list)
+    metrics_mode: str = "official"  # Mind2WebBenchmark.metrics: official | corrected
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,21 +106,45 @@ def top_k_candidates(step: Step, top_k: int) -> tuple[list[str], list[str]]:
     return keep(step.pos_candidates), keep(step.neg_candidates)
 
 
-def _round_prompt(task: Task, index: int, options: list[str], previous_k: int) -> str:
-    prev = list(task.action_reprs[:index])[-previous_k:] if previous_k > 0 else []
-    opts = "\n".join(["A. None of the above"] + options)
-    return render_prompt(PROMPTS, "round.v1", website=task.website, task=task.confirmed_task,
-                         previous_actions="\n".join(prev) if prev else "None", options=opts)
+AGENT_HEADING = "Previous actions:"
+REVIEW_HEADING = "Previous actions (the agent's own choices, not checked):"
+NO_CHOICE = "(no element chosen)"
 
 
-def _play_step(task: Task, index: int, complete: Complete, system: str, seed: int,
-               top_k: int, previous_k: int, messages: list[dict[str, Any]]) -> StepRecord:
-    step = task.steps[index]
-    pos, neg = top_k_candidates(step, top_k)
+@dataclass
+class _Play:
+    """One episode's settings and running state."""
+    task: Task
+    complete: Complete
+    system: str
+    seed: int
+    top_k: int
+    previous_k: int
+    mode: Mode
+    messages: list[dict[str, Any]]
+    own: list[str] = field(default_factory=list)  # the agent's own actions so far
+
+    def prompt(self, index: int, options: list[str], review: bool) -> str:
+        prev = self.own[:index] if review else list(self.task.action_reprs[:index])
+        prev = prev[-self.previous_k:] if self.previous_k > 0 else []
+        return render_prompt(PROMPTS, "round.v1", website=self.task.website,
+                             task=self.task.confirmed_task,
+                             previous_heading=REVIEW_HEADING if review else AGENT_HEADING,
+                             previous_actions="\n".join(prev) if prev else "None",
+                             options="\n".join(["A. None of the above"] + options))
+
+
+def _own_action(rendering: str, op: str, value: str) -> str:
+    return f"{rendering} -> {op or '(no operation)'}" + (f": {value}" if value else "")
+
+
+def _play_step(play: _Play, index: int) -> StepRecord:
+    task, step = play.task, play.task.steps[index]
+    pos, neg = top_k_candidates(step, play.top_k)
     pool = pos + neg
-    random.Random(f"{seed}/{task.annotation_id}/{step.action_uid}").shuffle(pool)
+    random.Random(f"{play.seed}/{task.annotation_id}/{step.action_uid}").shuffle(pool)
     n = len(pool)
-    final: tuple[str, str, str] | None = None
+    final: tuple[str, str, str, str] | None = None  # id, op, value, rendering
     rounds = 0
     if pos and n > 1:
         elements = index_elements(step.cleaned_html)
@@ -132,42 +152,51 @@ def _play_step(task: Task, index: int, complete: Complete, system: str, seed: in
         while len(pool) > 1:
             batch, pool = pool[:ROUND_SIZE], pool[ROUND_SIZE:]
             ordered = dom_order(batch, elements)
-            options = [f"{LETTERS[i]}. {render_element(elements.get(c), by_id[c])}"
-                       for i, c in enumerate(ordered)]
-            user = {"role": "user", "content": _round_prompt(task, index, options, previous_k)}
-            reply = complete([{"role": "system", "content": system}, user])
+            shown = [render_element(elements.get(c), by_id[c]) for c in ordered]
+            options = [f"{LETTERS[i]}. {r}" for i, r in enumerate(shown)]
+            content = play.prompt(index, options, review=False)
+            reply = play.complete([{"role": "system", "content": play.system},
+                                   {"role": "user", "content": content}])
             rounds += 1
-            messages += [user, {"role": "assistant", "content": reply or ""}]
+            play.messages += [{"role": "user", "content": content,
+                               "review_content": play.prompt(index, options, review=True)},
+                              {"role": "assistant", "content": reply or ""}]
             letter, op, value = parse_answer(reply)
-            pick = LETTERS.find(letter)
-            if letter != "A" and 0 <= pick < len(ordered):
-                pool.append(ordered[pick])
-                final = (ordered[pick], op, value)
+            if letter != "A":
+                pick = LETTERS.find(letter)
+                final = None  # as the official LLM path (moot: such a round is the last)
+                if pick < len(ordered):
+                    pool.append(ordered[pick])
+                    final = (ordered[pick], op, value, shown[pick])
     if not pool:
         final = None
-    chosen, op, value = final if final else (None, "", "")
+    chosen, op, value, shown_pick = final if final else (None, "", "", "")
     predicted = action_string(op, value) if final else ""
-    score = score_step(pos, n, chosen, predicted if final else None, step.gold_action)
+    gold = gold_action(step.op, step.value, play.mode)
+    score = score_step(pos, n, chosen, predicted if final else None, gold)
+    play.own.append(_own_action(shown_pick, op, value) if final else NO_CHOICE)
     return StepRecord(
-        index=index, action_uid=step.action_uid, gold_action=step.gold_action,
+        index=index, action_uid=step.action_uid, gold_action=gold,
         positive_ids=pos, n_candidates=n, rounds=rounds, chosen_id=chosen,
         predicted_op=op, predicted_value=value, predicted_action=predicted,
         element_correct=score.element_correct, action_f1=score.action_f1,
-        step_success=score.step_success, reason=score.reason,
+        step_success=score.step_success, reason=score.reason, own_action=play.own[-1],
     )
 
 
 def run_episode(task: Task, complete: Complete, experiences: Sequence[str] = (),
-                seed: int = 0, top_k: int = 50, previous_k: int = 5) -> EpisodeOutcome:
-    """Play every step of ``task``; ``complete(messages) -> str`` is the model."""
+                seed: int = 0, top_k: int = 50, previous_k: int = 5,
+                metrics: Mode = "official") -> EpisodeOutcome:
+    """Play every step of ``task``; ``complete(messages) -> str`` is the model;
+    ``metrics``: official | corrected (see the package README)."""
     system = system_prompt(experiences)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    records = [_play_step(task, i, complete, system, seed, top_k, previous_k, messages)
-               for i in range(len(task.steps))]
+    play = _Play(task, complete, system, seed, top_k, previous_k, metrics, messages)
+    records = [_play_step(play, i) for i in range(len(task.steps))]
     score = _task_score(task.annotation_id, records)
     return EpisodeOutcome(task_id=task.annotation_id, success=score.success,
                           reward=score.step_sr, metrics=score.as_dict(), steps=records,
-                          messages=messages)
+                          messages=messages, metrics_mode=metrics)
 
 
 def _task_score(task_id: str, records: Sequence[StepRecord]) -> TaskScore:
@@ -182,16 +211,29 @@ def task_score(outcome: EpisodeOutcome) -> TaskScore:
     return _task_score(outcome.task_id, outcome.steps)
 
 
+def task_score_of(detail: dict[str, Any]) -> TaskScore:
+    """The metric object of a stored outcome (an episode's ``reward_json``)."""
+    steps = [StepRecord(**s) for s in detail.get("steps") or []]
+    return _task_score(str(detail.get("task_id", "")), steps)
+
+
+_GOLD_PREVIOUS = re.compile(rf"{re.escape(AGENT_HEADING)}\n.*?\n\n(?=Which element)", re.DOTALL)
+
+
+def _review_text(m: dict[str, Any]) -> str:
+    """A round as judging roles see it: the agent's own previous actions, never the gold
+    ones (a transcript stored without ``review_content`` shows none)."""
+    if m.get("role") != "user":
+        return str(m.get("content") or "")
+    if "review_content" in m:
+        return str(m["review_content"] or "")
+    return _GOLD_PREVIOUS.sub(f"{AGENT_HEADING} (not shown)\n\n", str(m.get("content") or ""))
+
+
 def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000) -> str:
-    """A short text of the transcript for distillers and judges: the system prompt
-    is left out; long turns are cut in the middle; the whole is cut to ``max_chars``
-    keeping its end (the latest steps matter most)."""
-    lines = []
-    for m in messages:
-        if m.get("role") == "system":
-            continue
-        text = str(m.get("content") or "").strip()
-        if len(text) > 1200:
-            text = text[:800] + " […] " + text[-300:]
-        lines.append(f"[{m.get('role', '?')}] {text}")
+    """The transcript for distillers, verifiers and judges: the system prompt is left
+    out, each round shows the agent's own previous actions (never the gold ones), turns
+    are whole; past ``max_chars`` the start is cut, keeping the latest steps."""
+    lines = [f"[{m.get('role', '?')}] {_review_text(m).strip()}"
+             for m in messages if m.get("role") != "system"]
     return keep_end("\n".join(lines), max_chars)
