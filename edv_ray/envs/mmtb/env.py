@@ -47,7 +47,8 @@ class MMTBEnv(FileEnv):
         raise KeyError(f"MMTB dialogue {task_id!r} not found")
 
     def play(self, bench, spec, task, complete, experiences):
-        return E.run_episode(task, complete, experiences, seed=spec.seed or 0)
+        return E.run_episode(task, complete, experiences, seed=spec.seed or 0,
+                             metrics=bench.metrics)
 
 
 ENV = MMTBEnv()
