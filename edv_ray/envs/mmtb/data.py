@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -40,6 +41,7 @@ ASK = "ask_user_for_required_parameters"
 SPECIAL = (PREPARE, ASK)
 SPLITS = ("all", "train", "test")
 _LOCALIZED = ("task", "answer_list", "messages", "tools")
+_UNION_TAG = re.compile(r"^(_[A-Za-z]+|str|int|bool|none|(list|dict)\[.*\])$")  # pydantic loc parts
 _REQUIRED = ("id", "task", "answer_list", "messages", "tools", "task_ids", "type", "env_info")
 _ROLE_PREFIXES_EN = ("ai", "ai agent", "user", "ai agent assistant")
 _ROLE_PREFIXES_ZH = ("用户", "AI Agent助手", "AI Agent")
@@ -149,7 +151,7 @@ def split_segments(messages: list[Any]) -> list[list[Any]]:
 
 def _where_field(err: ValidationError, english: bool) -> str:
     first = err.errors()[0]
-    loc = list(first["loc"])
+    loc = [p for p in first["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p))]
     if loc and english and loc[0] in _LOCALIZED:
         loc[0] = f"english_{loc[0]}"
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
