@@ -3,9 +3,11 @@
 ``tests/fixtures/mmtb/differential/``: dialogues written to hit the official code's
 corners (same-name calls, name-only path matching, parallel vs serial turns,
 clarification by text and through the ask tool, jieba ROUGE-L with spaces, Chinese and
-mixed values, checks that raise, a crash that drops the rest of a dialogue), the replies
-of a scripted model (``replies.json``) and what the official pipeline + analysis said
-about them (``official.json``, written by ``make_official_figures.py`` from the official
+mixed values, checks that raise, a crash that drops the rest of a dialogue), in English
+and Chinese; ``tests/fixtures/mmtb/fuzz/``: 50 random dialogues (200 missions, random
+graphs and a random model, ``make_fuzz_cases.py``). Each holds the replies of a scripted
+model (``replies.json``) and what the official pipeline + analysis said about them
+(``official.json``, written by ``make_official_figures.py`` running the official
 repository's code; figures only, no code).
 """
 
@@ -21,17 +23,20 @@ from edv_ray.envs.mmtb.episode import mission_results, run_episode
 from edv_ray.envs.mmtb.metrics import FIGURES, breakdown
 from tests.envs.test_mmtb_episode import mission_model
 
-DIR = Path(__file__).resolve().parents[1] / "fixtures" / "mmtb" / "differential"
-REPLIES = json.loads((DIR / "replies.json").read_text(encoding="utf-8"))
-OFFICIAL = json.loads((DIR / "official.json").read_text(encoding="utf-8"))
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "mmtb"
+RUNS = [("differential", "en"), ("differential", "zh"), ("fuzz", "en")]
 # the official figures: analysis_result.main2's "params" row (all, 单, 多, 拒, 反) and rates
 _PARAMS = ("overall", "single", "multi", "chat", "clarify")
 _RATES = {"parallel": "combine_tools_rate", "serial": "serial_tools_rate",
           "serial_parallel": "cs_tools_rate"}
 
 
-def official_figures(lang: str) -> dict[str, float]:
-    f = OFFICIAL[lang]["figures"]
+def _json(case: str, name: str) -> dict:
+    return json.loads((FIX / case / name).read_text(encoding="utf-8"))
+
+
+def official_figures(official: dict) -> dict[str, float]:
+    f = official["figures"]
     out = {k: float(v) for k, v in zip(_PARAMS, f["params"])}
     out.update({k: f[v] for k, v in _RATES.items()})
     out["optimal_path"] = f["best_optical_rate"]["sum"]
@@ -45,32 +50,34 @@ def as_text(turn: dict) -> str:
     return turn.get("text") or ""
 
 
-def play(lang: str, metrics: str):
+def play(case: str, lang: str, metrics: str):
+    replies_of = _json(case, "replies.json")[lang]
     outcomes = []
-    for d in load_dialogues(DIR, lang):
-        replies = {int(i): [as_text(t) for t in turns] for i, turns in REPLIES[lang][d.id].items()}
+    for d in load_dialogues(FIX / case, lang):
+        replies = {int(i): [as_text(t) for t in turns] for i, turns in replies_of[d.id].items()}
         outcomes.append(run_episode(d, mission_model(d, replies), metrics=metrics))
     return outcomes
 
 
-@pytest.fixture(scope="module", params=["en", "zh"])
+@pytest.fixture(scope="module", params=RUNS, ids=["-".join(r) for r in RUNS])
 def official_run(request):
-    return request.param, play(request.param, "official")
+    case, lang = request.param
+    return _json(case, "official.json")[lang], play(case, lang, "official")
 
 
 def test_every_figure_equals_the_official_code(official_run):
-    lang, outcomes = official_run
+    official, outcomes = official_run
     got = breakdown([r for o in outcomes for r in mission_results(o.missions)])
-    want = official_figures(lang)
+    want = official_figures(official)
     # the official prints ratio / (n + 1e-5), cut to 8 characters: equal to 1e-4
     assert {k: round(got[k] or 0.0, 4) for k in FIGURES} == {k: round(want[k], 4) for k in FIGURES}
-    assert got["n_overall"] == OFFICIAL[lang]["figures"]["case_num"]
+    assert got["n_overall"] == official["figures"]["case_num"]
 
 
 def test_every_mission_verdict_equals_the_official_code(official_run):
-    lang, outcomes = official_run
+    official, outcomes = official_run
     ours = {(o.task_id, m.index): m for o in outcomes for m in o.missions if m.recorded}
-    theirs = {(m["id"], m["idx"]): m for m in OFFICIAL[lang]["missions"]}
+    theirs = {(m["id"], m["idx"]): m for m in official["missions"]}
     assert set(ours) == set(theirs)  # the same missions scored (a crash drops the rest)
     for key, m in theirs.items():
         r = ours[key]
@@ -82,8 +89,10 @@ def test_every_mission_verdict_equals_the_official_code(official_run):
 
 
 def test_corrected_metrics_depart_only_where_documented():
-    official = {(o.task_id, m.index): m for o in play("en", "official") for m in o.missions}
-    corrected = {(o.task_id, m.index): m for o in play("en", "corrected") for m in o.missions}
+    official = {(o.task_id, m.index): m for o in play("differential", "en", "official")
+                for m in o.missions}
+    corrected = {(o.task_id, m.index): m for o in play("differential", "en", "corrected")
+                 for m in o.missions}
     changed = {k for k in official
                if (official[k].correct, official[k].optimal, official[k].recorded)
                != (corrected[k].correct, corrected[k].optimal, corrected[k].recorded)}
