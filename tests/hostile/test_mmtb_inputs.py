@@ -80,6 +80,14 @@ CASES = {  # name: (file bytes, what the one-line error must say)
     "bare_string_message": (line(entry(english_messages=GOOD["english_messages"][:1]
                                        + ["hello"] + GOOD["english_messages"][1:])),
                             "bare string without '====='"),
+    "roles_do_not_alternate": (line(entry(english_messages=[
+        {"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        + GOOD["english_messages"][2:])), "mission 0: messages must alternate"),
+    "segment_ends_with_user": (line(entry(english_messages=GOOD["english_messages"][:1]
+                                          + GOOD["english_messages"][2:])),
+                               "mission 0: messages must alternate"),
+    "arguments_missing": (line(node_changed(0, 0, action={"name": "get_weather"})),
+                          "field english_answer_list[0][0].action.arguments: field required"),
     "task_id_on_assistant": (line(entry(task_ids=[1, 0, 0, 0])), "task_ids[0]=1 is not a user"),
     "arguments_not_json": (line(node_changed(0, 0, action={"name": "get_weather",
                                                            "arguments": "{nope"})),

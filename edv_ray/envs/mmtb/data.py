@@ -86,7 +86,7 @@ class _Raw(BaseModel):
 
 class _Action(_Raw):
     name: StrictStr
-    arguments: Union[dict[str, Any], StrictStr] = {}
+    arguments: Union[dict[str, Any], StrictStr]
 
 
 class _Node(_Raw):
@@ -241,6 +241,12 @@ def parse_entry(raw: Any, language: str = "en", where: str = "<entry>") -> Dialo
         if any(isinstance(m, str) for m in segments[i]):
             raise BenchmarkDataError(f"{where}: mission {i}: a message is a bare string without "
                                      f"'{SEPARATOR}' (only separators may be strings)")
+        roles = [m.role for m in segments[i]]
+        if roles != ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2) \
+                or (len(roles) % 2 and i < n - 1):
+            raise BenchmarkDataError(
+                f"{where}: mission {i}: messages must alternate user / assistant from the user "
+                f"(and end with the assistant before '{SEPARATOR}'); got roles {roles}")
         seg = tuple({"role": m.role, "content": strip_role(m.content, english)}
                     for m in segments[i])
         task_id = e.task_ids[i]
