@@ -200,6 +200,9 @@ class MMTBBenchmark(_BenchmarkCommon):
     data_dir: str
     language: Literal["en", "zh"] = "en"
     train_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+    # official = the reference code's scores (its bugs included); corrected = the fixes
+    # listed in envs/mmtb/README.md. Stored with every episode's reward detail.
+    metrics: Literal["official", "corrected"] = "official"
 
     @property
     def domains(self) -> list[str]:

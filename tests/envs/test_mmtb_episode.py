@@ -9,6 +9,7 @@ import pytest
 
 from edv_ray.envs.mmtb.data import ASK, PREPARE, Mission, load_dialogues
 from edv_ray.envs.mmtb.episode import (
+    NO_RESULT,
     instructions,
     mission_results,
     observed_text,
@@ -73,6 +74,30 @@ def gold_for(dialogue, replace=None):
     return out
 
 
+def mission_model(dialogue, replies: dict[int, list[str]]):
+    """A model that answers each mission from its own queue (found by the mission's task
+    message in the request), then ""; requests kept in ``complete.seen``. Unlike one
+    flat queue it stays aligned when a mission goes on after a rejected turn."""
+    queues = {m.segment[m.task_id]["content"]: list(replies[m.index]) for m in dialogue.missions}
+    seen = []
+
+    def complete(chat):
+        seen.append(chat)
+        task = next(m["content"] for m in reversed(chat)
+                    if m["role"] == "user" and m["content"] in queues)
+        return queues[task].pop(0) if queues[task] else ""
+
+    complete.seen = seen
+    complete.queues = queues
+    return complete
+
+
+def gold_model(dialogue, replace=None):
+    replace = replace or {}
+    return mission_model(dialogue, {m.index: replace.get(m.index, gold_replies(m))
+                                    for m in dialogue.missions})
+
+
 def test_gold_play_scores_one_everywhere(dialogues):
     for d in dialogues:
         complete = scripted(gold_for(d))
@@ -83,7 +108,7 @@ def test_gold_play_scores_one_everywhere(dialogues):
             {k: 1.0 for k in out.metrics if not k.startswith("n_")}
     d1 = dialogues[0]
     out = run_episode(d1, scripted(gold_for(d1)))
-    for key in ("overall", "single", "multi", "chat", "clarify", "serial_parallel_multi"):
+    for key in ("overall", "single", "multi", "chat", "clarify", "serial_parallel"):
         assert out.metrics[key] == 1.0
     assert [r.turns for r in out.missions] == [2, 3, 3, 1]
 
@@ -115,32 +140,82 @@ def test_parallel_calls_in_any_order_and_a_longer_valid_path(dialogues):
     shuffled = ["\n".join([call("get_weather", city="Madrid"),
                            call("get_exchange_rate", from_currency="USD", to_currency="EUR"),
                            call("get_weather", city="Rome")]), hotel, final]
-    out = run_episode(d1, scripted(gold_for(d1, {1: shuffled})))
+    out = run_episode(d1, gold_model(d1, {1: shuffled}))
     assert out.missions[1].correct and out.missions[1].optimal and out.success
     serial = [call("get_weather", city="Rome"), call("get_weather", city="Madrid"),
               "\n".join([hotel, call("get_exchange_rate", from_currency="USD", to_currency="EUR")]),
               final]
-    out = run_episode(d1, scripted(gold_for(d1, {1: serial})))
+    out = run_episode(d1, gold_model(d1, {1: serial}))
     m = out.missions[1]
     assert m.correct and not m.optimal and (m.turns, m.min_turns) == (4, 3)
-    assert out.metrics["optimal_rate_multi"] == 0.0 and out.reward == 1.0
+    assert out.metrics["optimal_path"] == 0.0 and out.reward == 1.0
 
 
 def test_wrong_name_early_call_and_low_arguments(dialogues):
     d1, d2 = dialogues
-    wrong = [call("get_flight", origin="Paris", destination="Paris", date="2024-05-11")]
-    out = run_episode(d1, scripted(gold_for(d1, {0: wrong})))
+    wrong = [call("get_flight", origin="Paris", destination="Paris", date="2024-05-11"),
+             "Sunny, I believe."]
+    out = run_episode(d1, gold_model(d1, {0: wrong}))
     assert out.missions[0].reason == "wrong_calls" and out.reward == pytest.approx(0.75)
+    assert out.missions[0].extra_turns == 1  # the answer after the rejected call
     early = [call("convert_currency", amount=100, from_currency="USD", to_currency="EUR")]
-    out = run_episode(d2, scripted(gold_for(d2, {1: early})))
+    out = run_episode(d2, gold_model(d2, {1: early}))
     assert out.missions[1].reason == "wrong_calls"  # depends on the exchange rate
     low = gold_replies(d1.missions[1])
     low[1] = call("book_hotel", city="Madrid", checkin="2024-05-12", nights="2")
-    out = run_episode(d1, scripted(gold_for(d1, {1: low})))
+    out = run_episode(d1, gold_model(d1, {1: low}))
     m = out.missions[1]
     assert m.calls_correct and not m.arguments_correct and m.reason == "arguments"
     assert m.argument_scores[-1] == pytest.approx(2 / 3) and out.reward == pytest.approx(0.75)
-    assert out.metrics["serial_parallel_multi"] == 0.0
+    assert out.metrics["serial_parallel"] == 0.0
+
+
+def test_a_rejected_mission_ends_like_an_accepted_one(dialogues):
+    """The verdict is settled at the rejected call; the mission goes on off the record
+    (calls answered with NO_RESULT) until the model answers, so the transcript a judge
+    reads has the same shape whether the call was right or wrong."""
+    d1 = dialogues[0]
+    right = [call("get_weather", city="Paris", date="2024-05-11"), "Sunny tomorrow."]
+    wrong = [call("get_flight", origin="Paris", destination="Rome", date="2024-05-11"),
+             "Sunny tomorrow."]
+    shapes = []
+    for replies in (right, wrong):
+        out = run_episode(d1, gold_model(d1, {0: replies}))
+        first = render_trajectory(out.messages, 10**6).split("===== mission 2 =====")[0]
+        shapes.append([line.split("]")[0] for line in first.splitlines() if line.startswith("[")])
+        assert out.missions[0].correct == (replies is right)
+    assert shapes[0] == shapes[1] == ["[user", "[assistant→tools", "[tool", "[assistant"]
+    out = run_episode(d1, gold_model(d1, {0: wrong}))
+    assert out.messages[4]["content"] == NO_RESULT and out.messages[5]["content"] == "Sunny tomorrow."
+
+
+def test_tool_results_follow_the_official_order_or_each_call(dialogues):
+    """Official: the step's results in the order of the gold tools' names, under the
+    calls' ids in call order (a call can get another tool's result); corrected: each
+    call gets its own node's result."""
+    d1 = dialogues[0]
+    m = d1.missions[1]
+    turn = "\n".join([call("get_exchange_rate", from_currency="USD", to_currency="EUR"),
+                      call("get_weather", city="Rome"), call("get_weather", city="Madrid")])
+    replies = {1: [turn] + gold_replies(m)[1:]}
+    results = {}
+    for mode in ("official", "corrected"):
+        out = run_episode(d1, gold_model(d1, replies), metrics=mode)
+        results[mode] = [x["content"] for x in out.messages if x["role"] == "tool"][1:4]
+        assert out.success and out.metrics_mode == mode
+    rate, rome, madrid = (json.dumps(n.observation, ensure_ascii=False) for n in
+                          (m.nodes[2], m.nodes[0], m.nodes[1]))
+    assert results["official"] == [rate, rome, madrid]  # names sorted: exchange < weather
+    assert results["corrected"] == [rate, rome, madrid]
+    turn = "\n".join([call("get_weather", city="Madrid"), call("get_weather", city="Rome"),
+                      call("get_exchange_rate", from_currency="USD", to_currency="EUR")])
+    replies = {1: [turn] + gold_replies(m)[1:]}
+    official = run_episode(d1, gold_model(d1, replies))
+    corrected = run_episode(d1, gold_model(d1, replies), metrics="corrected")
+    assert [x["content"] for x in official.messages if x["role"] == "tool"][1:4] == \
+        [rate, rome, madrid]  # the Madrid weather call is given the exchange rate
+    assert [x["content"] for x in corrected.messages if x["role"] == "tool"][1:4] == \
+        [madrid, rome, rate]
 
 
 def test_context_is_the_gold_dialogue_and_tool_results_are_gold(dialogues):
@@ -161,7 +236,8 @@ def test_context_is_the_gold_dialogue_and_tool_results_are_gold(dialogues):
     assert out.reward == pytest.approx(0.75)
     json.dumps(out.to_dict())
     text = render_trajectory(out.messages, 100000)
-    assert "===== mission 3 (clarify) =====" in text and "get_weather(" in text
+    assert "===== mission 3 =====" in text and "get_weather(" in text
+    assert "(clarify)" not in text and "(multi)" not in text  # no gold label
     assert len(render_trajectory(out.messages, 200)) <= 200
 
 
@@ -173,4 +249,4 @@ def test_observed_text_task_type_breakdown(dialogues):
     outs = [run_episode(d1, scripted(gold_for(d1))), run_episode(d2, lambda m: "")]
     b = breakdown([r for o in outs for r in mission_results(o.missions)])
     assert b["overall"] == pytest.approx(4 / 6) and b["multi"] == pytest.approx(1 / 3)
-    assert (b["parallel_multi"], b["serial_multi"], b["serial_parallel_multi"]) == (0.0, 0.0, 1.0)
+    assert (b["parallel"], b["serial"], b["serial_parallel"]) == (0.0, 0.0, 1.0)

@@ -1,4 +1,4 @@
-"""MMTB scoring (call graph, arguments, breakdown) and data reading, hand-computed."""
+"""MMTB scoring (call graph, arguments, figures) and data reading, hand-computed."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ import pytest
 
 from edv_ray.envs.errors import BenchmarkDataError
 from edv_ray.envs.mmtb.data import GoldNode, load_dialogues, select, strip_role
-from edv_ray.envs.mmtb.metrics import (
-    MissionJudge,
-    MissionResult,
-    answer_structure,
-    breakdown,
+from edv_ray.envs.mmtb.arguments import (
+    Unscorable,
     check_arguments,
     rouge_l_f,
     score_call,
     score_value,
-    tool_schema,
 )
+from edv_ray.envs.mmtb.callgraph import CallGraph, Crash
+from edv_ray.envs.mmtb.metrics import MissionResult, answer_structure, breakdown
 
 FILE = Path(__file__).resolve().parents[1] / "fixtures" / "mmtb" / "Multi-Mission-Tool-Bench.jsonl"
 
@@ -30,7 +28,7 @@ def dialogues():
 
 
 def hotel(tools):
-    return tool_schema(tools, "book_hotel")
+    return next(t for t in tools if t["function"]["name"] == "book_hotel")
 
 
 def test_fixture_reads_as_typed_records(dialogues):
@@ -51,11 +49,12 @@ def test_fixture_reads_as_typed_records(dialogues):
 
 
 def test_value_scores(dialogues):
-    props = hotel(dialogues[0].tools)["properties"]
+    props = hotel(dialogues[0].tools)["function"]["parameters"]["properties"]
     assert score_value("new york", "New York", props["city"]) == 1.0
     assert score_value("NewYork", "New York", props["city"]) == 1.0
-    # ROUGE-L: lcs 2, P = 2/3, R = 1 → 0.8
-    assert score_value("New York City", "New York", props["city"]) == pytest.approx(0.8)
+    # jieba keeps the spaces: [New, ' ', York, ' ', City] vs [New, ' ', York] → 2·(3/3·3/5)/(1+3/5)
+    assert score_value("New York City", "New York", props["city"]) == pytest.approx(0.75)
+    assert score_value("best pizza Naples", "best pizza Rome", props["city"]) == pytest.approx(0.8)
     assert score_value(2.0, 2, props["nights"]) == 1.0  # ints compared as floats
     assert score_value("2", 2, props["nights"]) == 0.0  # type mismatch
     assert score_value(3, 2, props["nights"]) == 0.0
@@ -63,25 +62,46 @@ def test_value_scores(dialogues):
     arr = {"type": "array", "items": {"type": "string"}}
     assert score_value(["b", "a"], ["a", "b"], arr) == 1.0
     assert score_value(["a"], ["a", "b"], arr) == 0.0
+    # sorted by ASCII-escaped JSON: "\u00e9lan" sorts before "zed"
+    assert score_value(["élan", "zed"], ["zed", "aaa"], arr) == 0.5
     obj = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}}
-    assert score_value({"x": 1, "y": "q"}, {"x": 1, "y": "q r"}, obj) == pytest.approx((1 + 2 / 3) / 2)
+    # [q] vs [q, ' ', r]: lcs 1 → P 1/3, R 1 → 0.5
+    assert score_value({"x": 1, "y": "q"}, {"x": 1, "y": "q r"}, obj) == pytest.approx(0.75)
     assert score_value({"z": 1}, {"x": 1}, obj) == 0.0  # hallucinated key
-    assert rouge_l_f("北京 天气", "北京的天气") == pytest.approx(2 * (4 / 4) * (4 / 5) / (4 / 4 + 4 / 5))
+    # jieba words: 北京市 is one token, 北京 another
+    assert rouge_l_f("北京市天气", "北京天气") == pytest.approx(0.5)
+    assert rouge_l_f("北京 天气", "北京的天气") == pytest.approx(2 / 3)
+
+
+def test_values_the_official_check_cannot_score():
+    string = {"type": "string"}
+    with pytest.raises(Unscorable):  # numbers under a string schema
+        score_value(3, 2, string)
+    assert score_value(3, 2, string, strict=False) == 0.0
+    with pytest.raises(Unscorable):
+        score_value("a", "b", {"type": "object"})
+    with pytest.raises(Unscorable):
+        score_value("a", "b", {"description": "no type"})
+    assert score_value("a", "a", {"description": "no type"}) == 1.0  # equal before the schema
 
 
 def test_call_scores(dialogues):
-    params = hotel(dialogues[0].tools)
+    tool = hotel(dialogues[0].tools)
     gold = {"city": "Madrid", "checkin": "2024-05-12", "nights": 2}
-    assert score_call(dict(gold), gold, params) == 1.0
-    assert score_call({"city": "Madrid"}, gold, params) == 0.0  # required checkin missing
+    assert score_call(dict(gold), gold, tool) == 1.0
+    assert score_call({"city": "Madrid"}, gold, tool) == 0.0  # required checkin missing
     # hallucinated parameter: [1, 1, 1, 0] → 0.75 (still passes 0.7)
-    assert score_call({**gold, "pool": True}, gold, params) == pytest.approx(0.75)
+    assert score_call({**gold, "pool": True}, gold, tool) == pytest.approx(0.75)
     # type mismatch on nights: [1, 1, 0] → 2/3 < 0.7
-    assert score_call({**gold, "nights": "2"}, gold, params) == pytest.approx(2 / 3)
+    assert score_call({**gold, "nights": "2"}, gold, tool) == pytest.approx(2 / 3)
     # value absent from gold but named in the description → 1
-    assert score_call({**gold, "room_type": "deluxe"}, gold, params) == 1.0
-    assert score_call({**gold, "room_type": "penthouse"}, gold, params) == pytest.approx(0.75)
-    assert score_call({}, {}, {}) == 1.0
+    assert score_call({**gold, "room_type": "deluxe"}, gold, tool) == 1.0
+    assert score_call({**gold, "room_type": "penthouse"}, gold, tool) == pytest.approx(0.75)
+    empty = {"function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    assert score_call({}, {}, empty) == 1.0
+    with pytest.raises(Unscorable):  # the official divides by zero
+        score_call({}, {"city": "x"}, empty)
+    assert score_call({}, {"city": "x"}, empty, strict=False) == 0.0
 
 
 def test_check_arguments_pairs_by_best_match(dialogues):
@@ -99,36 +119,58 @@ def test_check_arguments_pairs_by_best_match(dialogues):
     assert not ok and scores[3] == pytest.approx(2 / 3)
     ok, _ = check_arguments(calls[:3], nodes, tools)  # a call missing: counts differ
     assert not ok
+    # the clarification made through a (not offered) tool: the names differ → wrong
+    ask = {"name": "ask_user_for_required_parameters", "arguments": {}}
+    assert not check_arguments(calls + [ask], nodes, tools)[0]
 
 
-def test_judge_parallel_any_order_and_serial_dependencies(dialogues):
+def test_graph_parallel_any_order_and_serial_dependencies(dialogues):
     mission = dialogues[0].missions[1]
-    judge = MissionJudge(mission.nodes, dialogues[0].tools)
-    assert judge.min_turns() == 3
-    hotel_call = {"name": "book_hotel", "arguments": {"city": "Madrid", "checkin": "2024-05-12"}}
-    assert judge.accept_calls([hotel_call]) is None  # depends on both weather calls
-    assert judge.accept_text() is None  # a call is due
-    got = judge.accept_calls([
-        {"name": "get_exchange_rate", "arguments": {"from_currency": "USD", "to_currency": "EUR"}},
-        {"name": "get_weather", "arguments": {"city": "Madrid"}},
-        {"name": "get_weather", "arguments": {"city": "Rome"}}])
-    assert [n.idx for n in got] == [2, 1, 0]  # same-name calls paired by their arguments
-    assert [n.idx for n in judge.accept_calls([hotel_call])] == [3]
-    assert judge.accept_text().name == "prepare_to_answer" and judge.finished
-    assert judge.turns == 3
+    graph = CallGraph(mission.nodes)
+    assert graph.min_turns == 3
+    assert graph.accept_calls(["book_hotel"]) is None  # depends on both weather calls
+    assert graph.accept_text() is None  # a call is due
+    got = graph.accept_calls(["get_exchange_rate", "get_weather", "get_weather"])
+    assert [n.idx for n in got] == [2, 0, 1]  # sorted by name, then list order
+    assert [n.idx for n in graph.accept_calls(["book_hotel"])] == [3]
+    assert graph.accept_text().name == "prepare_to_answer"
+    assert graph.turns == 3 and graph.optimal()
 
 
-def test_judge_same_name_all_or_one():
+def test_same_name_run_whole_or_serialized_in_list_order():
     nodes = [GoldNode(i, "f", {"k": i}, None, ()) for i in range(3)] + \
             [GoldNode(3, "prepare_to_answer", {}, "", (0, 1, 2))]
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"k": {"type": "integer"}}}}}]
-    two = [{"name": "f", "arguments": {"k": 0}}, {"name": "f", "arguments": {"k": 1}}]
-    assert MissionJudge(nodes, tools).accept_calls(two) is None  # 2 of 3: neither all nor one
-    j = MissionJudge(nodes, tools)
-    for k in (2, 0, 1):  # serialized one at a time, any order
-        assert [n.idx for n in j.accept_calls([{"name": "f", "arguments": {"k": k}}])] == [k]
-    assert j.accept_text().idx == 3 and j.turns == 4 and j.min_turns() == 2
+    assert CallGraph(nodes).accept_calls(["f", "f"]) is None  # 2 of a run of 3
+    g = CallGraph(nodes)
+    for k in range(3):  # one at a time: the run serialized, nodes taken in list order
+        assert [n.idx for n in g.accept_calls(["f"])] == [k]
+    assert g.accept_text().idx == 3 and g.turns == 4 and g.min_turns == 2
+    # not next to each other in the ready list: any two of them may go together
+    apart = [GoldNode(0, "f", {}, None, ()), GoldNode(1, "g", {}, None, ()),
+             GoldNode(2, "f", {}, None, ()), GoldNode(3, "f", {}, None, ()),
+             GoldNode(4, "prepare_to_answer", {}, "", (0, 1, 2, 3))]
+    g = CallGraph(apart)
+    assert [n.idx for n in g.accept_calls(["f", "f"])] == [0, 2]
+    assert [n.idx for n in g.accept_calls(["g", "f"])] == [3, 1]
+
+
+def test_official_crashes_and_the_corrected_walk():
+    nodes = [GoldNode(0, "f", {}, None, ()), GoldNode(1, "prepare_to_answer", {}, "", (0,))]
+    g = CallGraph(nodes)
+    g.accept_calls(["f"])
+    assert g.accept_calls(["prepare_to_answer"])  # names match: accepted as a call
+    with pytest.raises(Crash):  # the official loop indexes past its last step
+        g.accept_text()
+    g = CallGraph(nodes, "corrected")
+    g.accept_calls(["f"]), g.accept_calls(["prepare_to_answer"])
+    assert g.accept_text() is None
+    # a clarification independent of a chain: the official shortest path batches it
+    chain = [GoldNode(0, "a", {}, None, ()), GoldNode(1, "c", {}, None, (0,)),
+             GoldNode(2, "ask_user_for_required_parameters", {}, "", (), "at 5"),
+             GoldNode(3, "b", {}, None, (2,)), GoldNode(4, "prepare_to_answer", {}, "", (1, 3))]
+    assert CallGraph(chain).min_turns == 3 and CallGraph(chain, "corrected").min_turns == 4
+    with pytest.raises(ValueError, match="official"):
+        CallGraph(chain, "lenient")
 
 
 def test_answer_structures(dialogues):
@@ -142,16 +184,19 @@ def test_answer_structures(dialogues):
 
 
 def test_breakdown_hand_computed():
-    rs = [MissionResult("single", None, True), MissionResult("single", None, False),
-          MissionResult("chat", None, True), MissionResult("clarify", None, False),
+    rs = [MissionResult("single", None, True), MissionResult("single", "parallel", True, True),
+          MissionResult("chat", None, True), MissionResult("clarify", "serial_parallel", False),
           MissionResult("multi", "serial", True, True), MissionResult("multi", "parallel", False),
-          MissionResult("multi", "serial_parallel", True, False)]
+          MissionResult("multi", "serial_parallel", True, False),
+          MissionResult("multi", "parallel", True, True, recorded=False)]
     b = breakdown(rs)
-    assert b["overall"] == pytest.approx(4 / 7)
-    assert b["single"] == 0.5 and b["chat"] == 1.0 and b["clarify"] == 0.0
-    assert b["multi"] == pytest.approx(2 / 3)
-    assert (b["serial_multi"], b["parallel_multi"], b["serial_parallel_multi"]) == (1.0, 0.0, 1.0)
-    assert b["optimal_rate_multi"] == 0.5 and b["n_multi"] == 3.0
+    assert b["overall"] == pytest.approx(5 / 7) and b["n_dropped"] == 1.0
+    assert b["single"] == 1.0 and b["chat"] == 1.0 and b["clarify"] == 0.0
+    assert b["multi"] == pytest.approx(2 / 3) and b["n_multi"] == 3.0
+    # structures over every kind: the 单 mission is parallel, the 反 one serial+parallel
+    assert (b["serial"], b["parallel"], b["serial_parallel"]) == (1.0, 0.5, 0.5)
+    # optimal: of the 4 parallel / serial+parallel missions, 1 is correct AND optimal
+    assert b["optimal_path"] == 0.25 and b["n_optimal_path"] == 4.0
     assert breakdown([])["overall"] is None
 
 

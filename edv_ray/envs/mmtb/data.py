@@ -1,13 +1,20 @@
 """Read Multi-Mission Tool Bench (``Multi-Mission-Tool-Bench.jsonl``) into typed records.
 
 One JSONL line = one dialogue of several missions. Fields read (``english_*`` for
-language "en", the plain ones for "zh"): ``id``, ``task`` (one string per mission),
-``answer_list`` (per mission, the gold nodes ``{idx, action{name, arguments},
-observation, dependency_list, user_input?}``), ``messages`` (flat role/content list,
-missions separated by a bare string containing "====="), ``tools`` (OpenAI function
-schemas), ``task_ids`` (index of the mission's task message inside its segment),
-``env_info`` (time string; the part before "星期" is kept), ``type`` (per mission:
-单 single, 多 multi, 拒 chat, 反 clarification), ``turn_type``, ``turn_subtypes``.
+language "en", the plain ones for "zh"): ``id`` (a string, or a list of strings joined),
+``task`` (one string per mission), ``answer_list`` (per mission, the gold nodes ``{idx,
+action{name, arguments}, observation, dependency_list, user_input?}``), ``messages``
+(flat role/content list, missions separated by a bare string containing "====="),
+``tools`` (OpenAI function schemas), ``task_ids`` (index of the mission's task message
+inside its segment), ``env_info`` (time string with "星期"; the part before it is kept),
+``type`` (per mission: 单 single, 多 multi, 拒 chat, 反 clarification), ``turn_type``,
+``turn_subtypes``.
+
+Every record is checked before use (types, per-mission list lengths, node ``idx`` = its
+position, dependencies that exist and form no cycle, unique dialogue ids, UTF-8):
+a bad one raises :class:`BenchmarkDataError` naming the file, the line and the field,
+in one line. The official reader would drop or misread such records without a word
+(e.g. a mission whose env_info lacks "星期" is silently skipped).
 
 MMTB ships no train/test split; :func:`select` offers ``all`` and a deterministic
 hash split (``train`` / ``test``) so experience learning has disjoint task sets.
@@ -17,9 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
 from edv_ray.envs.errors import BenchmarkDataError
 
@@ -30,7 +40,9 @@ PREPARE = "prepare_to_answer"
 ASK = "ask_user_for_required_parameters"
 SPECIAL = (PREPARE, ASK)
 SPLITS = ("all", "train", "test")
-_FIELDS = ("id", "task", "answer_list", "messages", "tools", "task_ids", "type")
+_LOCALIZED = ("task", "answer_list", "messages", "tools")
+_UNION_TAG = re.compile(r"^(_[A-Za-z]+|str|int|bool|none|(list|dict)\[.*\])$")  # pydantic loc parts
+_REQUIRED = ("id", "task", "answer_list", "messages", "tools", "task_ids", "type", "env_info")
 _ROLE_PREFIXES_EN = ("ai", "ai agent", "user", "ai agent assistant")
 _ROLE_PREFIXES_ZH = ("用户", "AI Agent助手", "AI Agent")
 
@@ -67,6 +79,56 @@ class Dialogue:
     language: str = "en"
 
 
+# ---- the raw record, as the official code reads it ------------------------------------
+class _Raw(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _Action(_Raw):
+    name: StrictStr
+    arguments: Union[dict[str, Any], StrictStr]
+
+
+class _Node(_Raw):
+    idx: StrictInt
+    action: _Action
+    observation: Any
+    dependency_list: list[StrictInt]
+    user_input: Any = None
+
+
+class _Message(_Raw):
+    role: StrictStr
+    content: StrictStr
+
+
+class _Parameters(_Raw):
+    properties: dict[str, Any] = {}
+    required: list[StrictStr] = []
+
+
+class _Function(_Raw):
+    name: StrictStr
+    parameters: Union[_Parameters, None] = None
+
+
+class _Tool(_Raw):
+    function: _Function
+
+
+class _Entry(_Raw):
+    id: Union[StrictStr, list[StrictStr]]
+    task: list[StrictStr]
+    answer_list: list[list[_Node]]
+    messages: list[Union[_Message, StrictStr]]
+    tools: list[_Tool]
+    task_ids: list[StrictInt]
+    type: Union[StrictStr, list[StrictStr]]
+    env_info: Union[StrictStr, list[StrictStr]]
+    turn_type: list[Union[StrictBool, StrictStr]] = []
+    turn_subtypes: list[Any] = []
+
+
 def strip_role(content: str, english: bool) -> str:
     """Drop a leading speaker label ("User:", "AI Agent:", "用户：") as the pipeline does."""
     colon = content.find(":" if english else "：")
@@ -77,8 +139,8 @@ def strip_role(content: str, english: bool) -> str:
     return content
 
 
-def split_segments(messages: list[Any]) -> list[list[dict[str, Any]]]:
-    segments: list[list[dict[str, Any]]] = [[]]
+def split_segments(messages: list[Any]) -> list[list[Any]]:
+    segments: list[list[Any]] = [[]]
     for m in messages:
         if isinstance(m, str) and SEPARATOR in m:
             segments.append([])
@@ -87,65 +149,121 @@ def split_segments(messages: list[Any]) -> list[list[dict[str, Any]]]:
     return [s for s in segments if s]
 
 
-def _node(raw: dict[str, Any], where: str) -> GoldNode:
-    try:
-        action = raw["action"]
-        args = action.get("arguments") or {}
-        if isinstance(args, str):
+def _where_field(err: ValidationError, english: bool) -> str:
+    first = err.errors()[0]
+    loc = [p for p in first["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p))]
+    if loc and english and loc[0] in _LOCALIZED:
+        loc[0] = f"english_{loc[0]}"
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return f"field {path or '(record)'}: {first['msg'].lower()} (got {got})"
+
+
+def _check_graph(nodes: list[_Node], where: str) -> None:
+    n = len(nodes)
+    if not n:
+        raise BenchmarkDataError(f"{where}: no gold nodes (every mission ends with {PREPARE})")
+    for pos, node in enumerate(nodes):
+        if node.idx != pos:
+            raise BenchmarkDataError(f"{where}: node {pos} has idx {node.idx}; idx must be the "
+                                     "node's position (dependencies refer to positions)")
+        bad = [d for d in node.dependency_list if not 0 <= d < n]
+        if bad:
+            raise BenchmarkDataError(f"{where}: node {pos} depends on missing nodes {bad}")
+    state = [0] * n  # 0 new, 1 on the stack, 2 done
+
+    def visit(i: int) -> None:
+        state[i] = 1
+        for d in nodes[i].dependency_list:
+            if state[d] == 1:
+                raise BenchmarkDataError(f"{where}: dependency cycle through node {d}")
+            if state[d] == 0:
+                visit(d)
+        state[i] = 2
+
+    for i in range(n):
+        if state[i] == 0:
+            visit(i)
+
+
+def _gold(node: _Node, where: str) -> GoldNode:
+    args = node.action.arguments
+    if isinstance(args, str):
+        try:
             args = json.loads(args or "{}")
-        return GoldNode(idx=int(raw["idx"]), name=str(action["name"]), arguments=dict(args),
-                        observation=raw.get("observation"),
-                        dependency_list=tuple(int(d) for d in raw.get("dependency_list") or ()),
-                        user_input=raw.get("user_input"))
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise BenchmarkDataError(f"{where}: gold node malformed ({err!r}); expected "
-                                 "{idx, action{name, arguments}, observation, dependency_list}") from None
+        except json.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict):
+            raise BenchmarkDataError(f"{where}: node {node.idx}: arguments is a string that "
+                                     "is not a JSON object")
+    return GoldNode(idx=node.idx, name=node.action.name, arguments=args,
+                    observation=node.observation, dependency_list=tuple(node.dependency_list),
+                    user_input=node.user_input)
 
 
-def _env_info(raw: Any, n: int, where: str) -> list[str]:
-    items = [raw] * n if isinstance(raw, str) else list(raw or [""] * n)
+def _env_info(raw: str | list[str], n: int, where: str) -> list[str]:
+    items = [raw] * n if isinstance(raw, str) else list(raw)
     if len(items) != n:
         raise BenchmarkDataError(f"{where}: env_info has {len(items)} entries for {n} missions")
-    return [s[:s.find("星期")].strip() if "星期" in s else str(s).strip() for s in items]
+    if not all("星期" in s for s in items):
+        raise BenchmarkDataError(f"{where}: env_info must hold a weekday (星期…) after the time, "
+                                 "as the official reader requires")
+    return [s[:s.find("星期")].strip() for s in items]
 
 
 def parse_entry(raw: Any, language: str = "en", where: str = "<entry>") -> Dialogue:
     if not isinstance(raw, dict):
         raise BenchmarkDataError(f"{where}: each line must be a JSON object")
     english = language == "en"
-    key = (lambda f: f"english_{f}" if english and f in ("task", "answer_list", "messages",
-                                                          "tools") else f)
-    missing = [key(f) for f in _FIELDS if key(f) not in raw]
+    key = {f: (f"english_{f}" if english and f in _LOCALIZED else f) for f in _REQUIRED}
+    missing = [key[f] for f in _REQUIRED if key[f] not in raw]
     if missing:
         raise BenchmarkDataError(f"{where}: entry lacks fields {missing}; expected "
-                                 f"{[key(f) for f in _FIELDS]} and env_info")
-    tasks, answers = raw[key("task")], raw[key("answer_list")]
-    segments = split_segments(raw[key("messages")])
-    types = list(raw["type"]) if isinstance(raw["type"], (str, list)) else []
-    n = len(tasks)
-    if not (len(answers) == n == len(segments) == len(raw["task_ids"]) == len(types)):
+                                 f"{list(key.values())}")
+    view = {k: v for k, v in raw.items() if k not in _LOCALIZED}
+    view.update({f: raw[key[f]] for f in _LOCALIZED})
+    try:
+        e = _Entry.model_validate(view)
+    except ValidationError as err:
+        raise BenchmarkDataError(f"{where}: {_where_field(err, english)}") from None
+    segments = split_segments(e.messages)
+    types = list(e.type)
+    n = len(e.task)
+    if not (len(e.answer_list) == n == len(segments) == len(e.task_ids) == len(types)):
         raise BenchmarkDataError(
-            f"{where}: per-mission lists disagree: {n} tasks, {len(answers)} answer lists, "
-            f"{len(segments)} message segments ('{SEPARATOR}'), {len(raw['task_ids'])} task_ids, "
-            f"{len(types)} types")
-    env = _env_info(raw.get("env_info"), n, where)
+            f"{where}: per-mission lists disagree: {n} tasks, {len(e.answer_list)} answer "
+            f"lists, {len(segments)} message segments ('{SEPARATOR}'), {len(e.task_ids)} "
+            f"task_ids, {len(types)} types")
+    env = _env_info(e.env_info, n, where)
     missions = []
     for i in range(n):
-        seg = tuple({"role": str(m["role"]), "content": strip_role(str(m.get("content") or ""),
-                                                                    english)}
+        if any(isinstance(m, str) for m in segments[i]):
+            raise BenchmarkDataError(f"{where}: mission {i}: a message is a bare string without "
+                                     f"'{SEPARATOR}' (only separators may be strings)")
+        roles = [m.role for m in segments[i]]
+        if roles != ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2) \
+                or (len(roles) % 2 and i < n - 1):
+            raise BenchmarkDataError(
+                f"{where}: mission {i}: messages must alternate user / assistant from the user "
+                f"(and end with the assistant before '{SEPARATOR}'); got roles {roles}")
+        seg = tuple({"role": m.role, "content": strip_role(m.content, english)}
                     for m in segments[i])
-        task_id = int(raw["task_ids"][i])
+        task_id = e.task_ids[i]
         if not 0 <= task_id < len(seg) or seg[task_id]["role"] != "user":
             raise BenchmarkDataError(f"{where}: mission {i}: task_ids[{i}]={task_id} is not a "
                                      "user message of its segment")
-        nodes = tuple(_node(a, f"{where} mission {i}") for a in answers[i])
-        missions.append(Mission(index=i, task=str(tasks[i]), type=str(types[i]),
-                                kind=KINDS.get(str(types[i]), "unknown"), task_id=task_id,
+        _check_graph(e.answer_list[i], f"{where}: mission {i}")
+        nodes = tuple(_gold(a, f"{where}: mission {i}") for a in e.answer_list[i])
+        missions.append(Mission(index=i, task=e.task[i], type=types[i],
+                                kind=KINDS.get(types[i], "unknown"), task_id=task_id,
                                 nodes=nodes, segment=seg, env_info=env[i]))
-    ident = raw["id"] if isinstance(raw["id"], str) else "".join(map(str, raw["id"]))
-    turn_type = tuple(t if isinstance(t, bool) else t == "真" for t in raw.get("turn_type") or ())
-    return Dialogue(id=ident, missions=tuple(missions), tools=list(raw[key("tools")]),
-                    turn_type=turn_type, turn_subtypes=tuple(raw.get("turn_subtypes") or ()),
+    ident = e.id if isinstance(e.id, str) else "".join(e.id)
+    if not ident:
+        raise BenchmarkDataError(f"{where}: field id is empty")
+    turn_type = tuple(t if isinstance(t, bool) else t == "真" for t in e.turn_type)
+    return Dialogue(id=ident, missions=tuple(missions), tools=list(view["tools"]),
+                    turn_type=turn_type, turn_subtypes=tuple(e.turn_subtypes),
                     language=language)
 
 
@@ -164,16 +282,28 @@ def load_dialogues(path: str | Path, language: str = "en") -> list[Dialogue]:
     if language not in ("en", "zh"):
         raise BenchmarkDataError(f"MMTB language must be 'en' or 'zh', not {language!r}")
     file = data_file(path)
-    out = []
-    with file.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    out: list[Dialogue] = []
+    first_line: dict[str, int] = {}
+    with file.open("rb") as fh:
+        for n, raw_line in enumerate(fh, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise BenchmarkDataError(f"{file}:{n} is not UTF-8 (byte {err.start}: "
+                                         f"{raw_line[err.start:err.start + 1]!r})") from None
             if not line.strip():
                 continue
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as err:
                 raise BenchmarkDataError(f"{file}:{n} is not JSON ({err})") from None
-            out.append(parse_entry(raw, language, f"{file}:{n}"))
+            dialogue = parse_entry(raw, language, f"{file}:{n}")
+            if dialogue.id in first_line:
+                raise BenchmarkDataError(f"{file}:{n}: dialogue id {dialogue.id!r} is already "
+                                         f"used on line {first_line[dialogue.id]}; ids must be "
+                                         "unique")
+            first_line[dialogue.id] = n
+            out.append(dialogue)
     if not out:
         raise BenchmarkDataError(f"{file} holds no dialogues; expected one JSON entry per line")
     return out

@@ -35,6 +35,11 @@ class MMTBEnv(FileEnv):
     termination = "missions_done"
 
     def select_tasks(self, bench, split: str, task_ids, num_tasks) -> dict[str, list]:
+        try:
+            import jieba  # noqa: F401 - the official ROUGE tokens (envs/mmtb/arguments.py)
+        except ImportError:
+            raise ConfigError("MMTB scoring needs jieba==0.42.1 (pip install jieba==0.42.1; "
+                              "it is a pinned dependency of edv-ray)") from None
         if split not in SPLITS:
             raise ConfigError(f"MMTB has no split {split!r}; splits: {list(SPLITS)}")
         ds = select(list(dialogues_of(bench)), split, bench.train_fraction)
@@ -47,7 +52,8 @@ class MMTBEnv(FileEnv):
         raise KeyError(f"MMTB dialogue {task_id!r} not found")
 
     def play(self, bench, spec, task, complete, experiences):
-        return E.run_episode(task, complete, experiences, seed=spec.seed or 0)
+        return E.run_episode(task, complete, experiences, seed=spec.seed or 0,
+                             metrics=bench.metrics)
 
 
 ENV = MMTBEnv()
