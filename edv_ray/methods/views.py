@@ -42,7 +42,7 @@ def add_method_views(con, run_dir: Path) -> None:
     """)
     con.execute("""
         CREATE OR REPLACE VIEW token_use AS
-        SELECT c.run_id, p.method, p.phase, c.stage, c.role, c.agent, c.model,
+        SELECT c.run_id, p.method, p.phase, c.stage, c.epoch, c.role, c.agent, c.model,
                count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
                sum(c.completion_tokens)::BIGINT AS completion_tokens
         FROM llm_calls c JOIN _method_phases p ON p.stage = c.stage
