@@ -49,10 +49,10 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
         elif (p / "runs").is_dir():
             found = sorted(d for d in (p / "runs").iterdir() if is_run_dir(d))
             if not found:
-                raise ConfigError(f"sweep folder {p} has no run folders under runs/")
+                raise ConfigError(f"sweep folder {shown(p)} has no run folders under runs/")
             out += found
         else:
-            raise ConfigError(f"{p} is neither an edv run folder (config.yaml + pool/) nor a "
+            raise ConfigError(f"{shown(p)} is neither an edv run folder (config.yaml + pool/) nor a "
                               "sweep folder (runs/)")
     if not out:
         raise ConfigError("no run folders given")
@@ -85,6 +85,12 @@ class Comparison:
     con: duckdb.DuckDBPyConnection
     runs: list[RunInfo]
     notes: list[str]  # what was allowed by a flag, printed with the tables
+
+
+def shown(path) -> str:
+    """A path as one line of text (control characters escaped)."""
+    s = str(path)
+    return s if s.isprintable() else s.encode("unicode_escape").decode("ascii")
 
 
 def labels_for(paths: list[Path]) -> list[str]:
@@ -156,7 +162,7 @@ def _read_run(path: Path, label: str) -> tuple[RunInfo, dict[str, pa.Table]]:
     axes_file = path / "axes.json"
     axes = json.loads(axes_file.read_text(encoding="utf-8")) if axes_file.is_file() else {}
     if not isinstance(axes, dict):
-        raise ConfigError(f"{axes_file}: expected a JSON object of axis values")
+        raise ConfigError(f"{shown(axes_file)}: expected a JSON object of axis values")
     sweep_id = axes.pop("_sweep_id", None)
     con = connect(path)
     try:
@@ -186,7 +192,7 @@ def _refuse_twice(runs: list[RunInfo]) -> None:
                 continue
             if key in seen:
                 what = "given twice" if key[0] == "path" else "the same run twice (a copy)"
-                raise ConfigError(f"{what}: {seen[key].path} and {r.path} (run id "
+                raise ConfigError(f"{what}: {shown(seen[key].path)} and {shown(r.path)} (run id "
                                   f"{r.stored_run_id!r}); each run may appear once")
             seen[key] = r
 
@@ -197,7 +203,7 @@ def _task_sets(runs: list[RunInfo], allow: bool) -> list[str]:
         kinds.setdefault((r.benchmark, r.tasks), []).append(r.label)
     if len(kinds) < 2:
         return []
-    desc = "; ".join(f"{', '.join(labels)}: {bench}, {len(tasks)} test tasks"
+    desc = "; ".join(f"{shown(', '.join(labels))}: {bench}, {len(tasks)} test tasks"
                      for (bench, tasks), labels in kinds.items())
     if not allow:
         raise ConfigError(f"runs over different benchmarks or test-task sets ({desc}) — "
@@ -211,8 +217,8 @@ def _validity(runs: list[RunInfo], allow: bool) -> list[str]:
     bad = [(r, c) for r in runs for c in r.checks if not c.ok]
     if not bad:
         return []
-    desc = "; ".join(f"{r.label}: {c.name}{' (' + c.method + ')' if c.method else ''} "
-                     f"{c.figure}" for r, c in bad[:6])
+    desc = "; ".join(f"{shown(r.label)}: {c.name}{' (' + c.method + ')' if c.method else ''} "
+                     f"{shown(c.figure)}" for r, c in bad[:6])
     if not allow:
         raise ConfigError(f"{len(bad)} validity check(s) failed ({desc}) — pass "
                           "--allow-invalid to compare anyway")
@@ -226,7 +232,13 @@ def attach(paths: list[str | Path], allow_mixed_tasks: bool = False,
     dirs = run_dirs(paths)
     infos, parts = [], {v: [] for v in VIEWS}
     for path, label in zip(dirs, labels_for(dirs)):
-        info, tables = _read_run(path, label)
+        try:
+            info, tables = _read_run(path, label)
+        except (duckdb.Error, OSError, ValueError) as err:
+            if isinstance(err, ConfigError):  # e.g. its config.yaml: one line, not a YAML dump
+                raise ConfigError(" ".join(str(err).split())[:400]) from None
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"{shown(path)}: cannot read the run ({shown(first)[:200]})") from None
         infos.append(info)
         for v, t in tables.items():
             parts[v].append(t)

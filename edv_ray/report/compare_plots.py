@@ -9,7 +9,12 @@ YLABEL = "Pass@1 (bars: 95% CI, task-clustered where tasks repeat)"
 
 
 def _pyplot():
+    import warnings
+
     import matplotlib
+
+    # a run label in a script the font lacks (CJK, control characters): a box, not a warning
+    warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -23,10 +23,9 @@ def config(run_id: str, methods, agents=("a", "b", "c"), domains=("retail",), se
            "models": {"m": {"engine": "endpoint", "litellm_model": "openai/m",
                             "api_base": "http://127.0.0.1:9/v1"}},
            "agents": [{"name": a, "model": "m", "prompt_strategy": "native_tools"} for a in agents],
-           "benchmark": {"name": benchmark, "domains": list(domains)},
+           "benchmark": ({"name": benchmark, "domains": list(domains)} if benchmark == "tau2"
+                         else {"name": benchmark, "data_dir": "/nonexistent"}),
            "wandb": {"mode": "disabled"}}
-    if benchmark != "tau2":
-        cfg["benchmark"]["data_dir"] = "/nonexistent"
     cfg.update(sections)
     return cfg
 
@@ -88,11 +87,13 @@ def stage_episodes(run_id, stage, domain, outcomes: list[bool], agent="a", epoch
 def simple_run(root: Path, name: str, outcomes: list[bool], run_id: str | None = None,
                stage="eval", domain="retail", seed=0, benchmark="tau2",
                tasks: list[str] | None = None) -> Path:
-    """A one-method run (No-Memory by default) over len(outcomes) test tasks, one agent."""
+    """A one-method run (No-Memory by default), one agent: episode i on test task
+    ``tasks[i]`` (default ``t{i}``) with ``outcomes[i]``; every task in ``tasks`` is selected
+    (more tasks than outcomes = selected but not scored)."""
     run_id = run_id or name
-    eps = stage_episodes(run_id, stage, domain, outcomes)
-    method = STAGE_METHOD[stage]
     ids = tasks if tasks is not None else [f"t{i}" for i in range(len(outcomes))]
+    eps = [episode(run_id, stage, "a", domain, t, ok) for t, ok in zip(ids, outcomes)]
+    method = STAGE_METHOD[stage]
     cfg = config(run_id, [method], agents=("a",), domains=(domain,), seed=seed,
                  benchmark=benchmark)
     return write_run(root / name, cfg, episodes=eps, test_tasks=[(domain, t) for t in ids])
