@@ -138,7 +138,8 @@ def verdict(r: dict) -> str:
 def pair_sentence(r: dict) -> str:
     ci = (f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]" if r["diff_lo"] is not None
           else f"({r['diff_note']})")
-    head = f"{r['domain']}: {r['a']} − {r['b']}"
+    where = f"{r['group']}, {r['domain']}" if r.get("name_run") else r["domain"]
+    head = f"{where}: {r['a']} − {r['b']}"
     if r["diff"] is None:
         return f"{head}: {verdict(r)}."
     det = (f"±{r['detectable']:.3f}" if r["detectable"] is not None else "none")
@@ -167,6 +168,7 @@ def pairs_table(s: Scored, n_boot: int = 10_000, seed: int = 0) -> list[dict]:
             d = compare_cells(s, (ga, ma, ALL), (gb, mb, ALL), domain, n_boot, seed)
             name = (lambda g, m: m if ga == gb else f"{m} @ {g}")
             row = {"domain": domain, "group": ga, "method": ma, "other_group": gb, "other": mb,
+                   "name_run": len(s.groups) > 1 and ga == gb,  # the sentence names the run
                    "a": name(ga, ma), "b": name(gb, mb),
                    "a_rate": fmt_rate(ca["pass_at_1"], ca["ci_lo"], ca["ci_hi"], ca["n"]),
                    "b_rate": fmt_rate(cb["pass_at_1"], cb["ci_lo"], cb["ci_hi"], cb["n"]),
