@@ -59,6 +59,7 @@ def compare_tables(con, epoch="last", baseline: str | None = None, per_model=PER
         if axis:
             tables[name] = t.curve_axis(s, axis)
     tables["_groups"] = s.groups
+    tables["_left_out"] = s.left_out
     return tables
 
 
@@ -94,6 +95,9 @@ def write_report(con, out_dir: str | Path, epoch="last", baseline: str | None = 
     tables = compare_tables(con, epoch, baseline, per_model, n_boot, seed, pool)
     out = out_folder(out_dir)
     groups = tables.pop("_groups")
+    left_out = tables.pop("_left_out")
+    notes = list(notes) + ([f"Methods without a result at epoch {epoch} are left out: "
+                            f"{', '.join(left_out)}."] if left_out else [])
     tables["runs"] = [{"run": r.label, "run_id": r.stored_run_id, "path": str(r.path),
                        "benchmark": r.benchmark, "seed": r.seed, "test_tasks": len(r.tasks),
                        "tasks_from": r.tasks_from, "axes": r.axes_text} for r in runs]

@@ -138,6 +138,9 @@ class Scored:
             u["group"] = group_of[u["run_id"]]
             u["agent"] = str(u["agent"])
         self.methods = order_methods({u["method"] for u in self.units})
+        # methods these runs hold that this epoch scope leaves out (no row at epoch N)
+        self.left_out = order_methods({m for (m,) in con.execute(
+            "SELECT DISTINCT method FROM method_results").fetchall()} - set(self.methods))
         self.domains = sorted({u["domain"] for u in self.units})
         # the columns a table prints: each domain, and ``all`` when there are several
         self.columns = self.domains + ([ALL] if len(self.domains) > 1 else [])

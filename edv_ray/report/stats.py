@@ -15,6 +15,8 @@ Paired comparisons (two methods over the same tasks):
 - :func:`detectable_difference` — the smallest difference this many tasks detect with 80 %
   power (two-sided 5 %), for reading a null result.
 - :func:`paired_comparison` — all three together, with the "too few tasks" rule.
+- :func:`planned_detectable_difference` / :func:`tasks_needed` — the same power
+  calculation before any data (for planning an experiment).
 """
 
 from __future__ import annotations
@@ -260,7 +262,34 @@ def detectable_difference(d: Sequence[float], weights: Sequence[float] | None = 
     if not len(d):
         return None
     w = np.full(len(d), 1.0 / len(d)) if weights is None else np.asarray(weights, dtype=float)
-    v0, sw2 = float((w ** 2 * d ** 2).sum()), float((w ** 2).sum())
+    return _detectable(float((w ** 2 * d ** 2).sum()), float((w ** 2).sum()), power, alpha)
+
+
+def planned_detectable_difference(tasks: int, discordant_share: float, power: float = 0.8,
+                                  alpha: float = 0.05) -> float | None:
+    """:func:`detectable_difference` before any data: ``tasks`` paired tasks, one episode
+    each per method, of which a share ``discordant_share`` (one method solves, the other
+    not) is expected to differ. Same assumptions (normal approximation to McNemar)."""
+    if tasks < 1 or not 0.0 < discordant_share <= 1.0:
+        raise ValueError("need tasks >= 1 and 0 < discordant_share <= 1")
+    return _detectable(discordant_share / tasks, 1.0 / tasks, power, alpha)
+
+
+def tasks_needed(delta: float, discordant_share: float, power: float = 0.8,
+                 alpha: float = 0.05) -> int:
+    """Paired tasks (one episode each per method) for the McNemar test at two-sided
+    ``alpha`` to detect a true difference ``delta`` with probability ``power`` when a
+    share ``discordant_share`` of tasks differ: ⌈(z_{1−α/2}·√ψ + z_power·√(ψ − δ²))² / δ²⌉
+    (Connor 1987). The inverse of :func:`planned_detectable_difference`."""
+    if not 0.0 < abs(delta) <= discordant_share <= 1.0:
+        raise ValueError("need 0 < |delta| <= discordant_share <= 1")
+    za, zb = z_value(1 - alpha), float(sps.norm.ppf(power))
+    psi, d2 = discordant_share, delta * delta
+    return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - d2)) ** 2 / d2)
+
+
+def _detectable(v0: float, sw2: float, power: float, alpha: float) -> float | None:
+    """Solve δ = z_{1−α/2}·√V₀ + z_power·√(V₀ − δ²·Σw²) for δ (see detectable_difference)."""
     if v0 <= 0.0:
         return None
     za, zb = z_value(1 - alpha), float(sps.norm.ppf(power))

@@ -229,8 +229,8 @@ def test_bad_baseline_and_epoch_are_errors_not_empty_tables(con):
         compare_tables(con, epoch=99, n_boot=10)
     with pytest.raises(ConfigError, match="--boot 0"):
         compare_tables(con, n_boot=0)
-    s = Scored(con, epoch=2)  # only EDV has epoch 2
-    assert s.methods == ["edv"]
+    s = Scored(con, epoch=2)  # only EDV has epoch 2: the others are named as left out
+    assert s.methods == ["edv"] and s.left_out == ["no_memory", "reasoning_bank", "judge"]
 
 
 def test_pass_hat_k_equals_direct_query(con):

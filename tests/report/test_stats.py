@@ -17,7 +17,9 @@ from edv_ray.report.stats import (
     paired_bootstrap,
     paired_comparison,
     pass_hat_k,
+    planned_detectable_difference,
     sign_flip_test,
+    tasks_needed,
     wilson,
     z_value,
 )
@@ -200,3 +202,16 @@ def test_detectable_difference_has_80_percent_power_by_simulation():
     assert 0.74 < hits / 3000 < 0.86
     assert detectable_difference([0] * 10) is None  # no task differs: nothing to say
     assert detectable_difference([1, -1, 1]) is None  # three tasks cannot reach 5 %
+
+
+def test_planning_a_3_point_gap_needs_hundreds_to_thousands_of_tasks():
+    # Connor's n = (1.959964·√ψ + 0.841621·√(ψ − δ²))² / δ², by hand for δ = 0.03:
+    # ψ = 0.1: (0.619795 + 0.264944)² / 0.0009 = 869.7 → 870; ψ = 0.3: 2,613.9 → 2,614
+    assert tasks_needed(0.03, 0.1) == 870
+    assert tasks_needed(0.03, 0.3) == 2614
+    # and back: that many tasks detect 0.03 (the observed-data version agrees)
+    assert planned_detectable_difference(870, 0.1) == pytest.approx(0.03, abs=2e-5)
+    d = [1] * 87 + [-1] * 0 + [0] * 783  # 87 discordant of 870 tasks
+    assert detectable_difference(d) == pytest.approx(planned_detectable_difference(870, 0.1))
+    with pytest.raises(ValueError):
+        tasks_needed(0.5, 0.3)  # a difference larger than the discordant share
