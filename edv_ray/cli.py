@@ -11,9 +11,11 @@
                                LLM rubric over a sample of each method's memory, plus a
                                CSV sheet for human raters (edv audit-import RUN_DIR FILE.csv)
   edv sweep SWEEP.yaml          base config × axes, servers started once (re-run to resume)
-  edv compare RUN_DIR... | SWEEP_DIR [--out DIR]
-                               methods × domains with intervals, tokens vs ReasoningBank,
-                               heterogeneity and curves over many runs (Markdown/CSV/PNG)
+  edv compare RUN_DIR... | SWEEP_DIR [--out DIR] [--pool] [--baseline M] [--epoch N]
+                               a row per run × method × agent (runs pooled only with
+                               --pool), intervals that know the task clustering, paired
+                               comparisons with exact p and the detectable difference,
+                               tokens on the same scope, validity checks (Markdown/CSV/PNG)
 """
 
 from __future__ import annotations
@@ -51,7 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", help="method the others are compared to (default: "
                    "reasoning_bank if present, else no_memory)")
     c.add_argument("--epoch", default="last", help="epoch to score: last (default), all, or N")
-    c.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples")
+    c.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples (>= 1)")
+    c.add_argument("--pool", action="store_true",
+                   help="pool runs that differ only in their seed into one row (default: a row "
+                        "per run)")
+    c.add_argument("--allow-mixed-tasks", action="store_true",
+                   help="compare runs over different benchmarks or test-task sets (stated in "
+                        "the tables; paired differences use the shared tasks)")
+    c.add_argument("--allow-invalid", action="store_true",
+                   help="compare runs whose validity checks failed (stated in the tables)")
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
     from edv_ray.report.memory_audit_cli import add_parsers
@@ -115,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"run folder: {run_dir}")
         return 0 if result.complete else 4
     except ConfigError as e:
-        err.print(f"[red]error:[/] {e}")
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/] {escape(str(e))}")  # a folder name is text, not markup
         return 2
     except Exception as e:  # a server that cannot start: one message, its log tail included
         from edv_ray.serving.embedded import WeightsError
@@ -154,25 +166,32 @@ def _report(run_dir: Path, console) -> None:
 def _compare(args, console) -> int:
     import datetime as dt
 
-    from edv_ray.report.compare import write_report
+    from edv_ray.config import ConfigError
+    from edv_ray.report.compare import out_folder, write_report
     from edv_ray.report.compare_load import attach, is_run_dir
 
+    if args.boot < 1:
+        raise ConfigError(f"--boot {args.boot}: the bootstrap needs at least 1 resample "
+                          "(default 10,000)")
     epoch = {"last": "last", "all": None}.get(args.epoch, None)
     if args.epoch not in ("last", "all"):
         try:
             epoch = int(args.epoch)
         except ValueError:
-            from edv_ray.config import ConfigError
-
             raise ConfigError(f"--epoch {args.epoch!r}: use last, all or a number") from None
     first = Path(args.paths[0])
     out = Path(args.out) if args.out else (
         first / "compare" if len(args.paths) == 1 and not is_run_dir(first)
         else Path("runs") / f"compare-{dt.datetime.now():%Y%m%d-%H%M%S}")
-    con = attach(args.paths)
-    write_report(con, out, epoch=epoch, baseline=args.baseline, n_boot=args.boot)
-    console.print((out / "compare.md").read_text())
-    console.print(f"comparison folder: {out}")
+    if out.exists() and not out.is_dir():
+        out_folder(out)  # one clear error before any work
+    cmp = attach(args.paths, allow_mixed_tasks=args.allow_mixed_tasks,
+                 allow_invalid=args.allow_invalid)
+    write_report(cmp.con, out, epoch=epoch, baseline=args.baseline, n_boot=args.boot,
+                 pool=args.pool, runs=cmp.runs, notes=cmp.notes)
+    console.print((out / "compare.md").read_text(encoding="utf-8"), markup=False,
+                  highlight=False)
+    console.print(f"comparison folder: {out}", markup=False, highlight=False)
     return 0
 
 

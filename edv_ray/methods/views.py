@@ -82,7 +82,8 @@ WITH u AS (
 )
 SELECT c.run_id,
        c.method || CASE WHEN c.condition = '' THEN '' ELSE '+' || c.condition END AS method,
-       coalesce(p.phase, 'inference') AS phase, c.stage, c.role, c.agent, c.model, c.shared,
+       coalesce(p.phase, 'inference') AS phase, c.stage, c.epoch, c.role, c.agent, c.model,
+       c.shared,
        count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
        sum(c.completion_tokens)::BIGINT AS completion_tokens
 FROM charged c LEFT JOIN _method_phases p ON p.method = c.method AND p.stage = c.stage

@@ -1,15 +1,28 @@
 """Attach many run folders (or a sweep folder) to ONE DuckDB connection with the views
-:mod:`edv_ray.report.compare` reads: ``method_results``, ``token_use``, ``admitted`` and
-``run_info`` — plus ``verification`` (EDV votes per run: approvals, and those whose
-supporting runs all failed) — each run's own views (:func:`edv_ray.results.views.connect`), unioned.
+:mod:`edv_ray.report.compare` reads — each run's own views
+(:func:`edv_ray.results.views.connect`) read through DuckDB's relational API and unioned in
+Arrow, with the run's LABEL as ``run_id``. No SQL text is ever built from a folder name,
+run id or any other value a user controls.
 
-A sweep folder holds ``sweep.yaml`` and its runs under ``runs/``; a run folder made by a
-sweep holds ``axes.json`` (its values of the sweep's axes), which becomes ``run_info``.
+Before anything is unioned, the runs are checked:
+
+* the same run given twice (the same folder, or a copy: same stored run id and the same
+  episodes started at the same instants) is refused;
+* two different runs whose folders share a name are labelled apart (``a/r1``, ``b/r1``);
+* runs over different benchmarks or test-task sets (the ``selection`` table) are refused
+  unless ``allow_mixed_tasks`` — then the difference is kept in :attr:`Comparison.notes`
+  and printed with the tables;
+* each run's validity checks (:func:`edv_ray.report.validity.run_checks`) are kept; a
+  failed check refuses the comparison unless ``allow_invalid`` (then it is noted).
+
+A sweep folder holds its runs under ``runs/``; a run made by a sweep holds ``axes.json``
+(its values of the sweep's axes).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -17,7 +30,10 @@ import pyarrow as pa
 
 from edv_ray.config import ConfigError
 
-VIEWS = ("method_results", "token_use", "admitted")
+VIEWS = ("method_results", "token_use", "admitted", "verification", "selection", "uses")
+RUN_INFO_SCHEMA = pa.schema([("run_id", pa.string()), ("stored_run_id", pa.string()),
+                             ("sweep_id", pa.string()), ("axes_json", pa.string()),
+                             ("seed", pa.int64()), ("benchmark", pa.string())])
 
 
 def is_run_dir(path: Path) -> bool:
@@ -33,45 +49,208 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
         elif (p / "runs").is_dir():
             found = sorted(d for d in (p / "runs").iterdir() if is_run_dir(d))
             if not found:
-                raise ConfigError(f"sweep folder {p} has no run folders under runs/")
+                raise ConfigError(f"sweep folder {shown(p)} has no run folders under runs/")
             out += found
         else:
-            raise ConfigError(f"{p} is neither an edv run folder (config.yaml + pool/) nor a "
+            raise ConfigError(f"{shown(p)} is neither an edv run folder (config.yaml + pool/) nor a "
                               "sweep folder (runs/)")
     if not out:
         raise ConfigError("no run folders given")
     return out
 
 
-def attach(paths: list[str | Path]) -> duckdb.DuckDBPyConnection:
+@dataclass
+class RunInfo:
+    """One run of the comparison. ``label`` is unique and is its ``run_id`` in every view."""
+
+    path: Path
+    label: str
+    stored_run_id: str
+    benchmark: str
+    seed: int | None
+    axes: dict
+    sweep_id: str | None
+    tasks: frozenset  # (domain, task_id) of its test selection
+    tasks_from: str  # "selection" | "results" (a run without a selection table)
+    fingerprint: int | None
+    checks: list = field(default_factory=list)
+
+    @property
+    def axes_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.axes.items())
+
+
+@dataclass
+class Comparison:
+    con: duckdb.DuckDBPyConnection
+    runs: list[RunInfo]
+    notes: list[str]  # what was allowed by a flag, printed with the tables
+
+
+def shown(path) -> str:
+    """A path as one line of text (control characters escaped)."""
+    s = str(path)
+    return s if s.isprintable() else s.encode("unicode_escape").decode("ascii")
+
+
+def labels_for(paths: list[Path]) -> list[str]:
+    """The shortest unique trailing path of each folder: ``r1``; ``a/r1`` and ``b/r1``
+    when two folders share the name ``r1``."""
+    parts = [p.resolve().parts for p in paths]
+    depth = [1] * len(paths)
+    while True:
+        labels = ["/".join(pp[-k:]) for pp, k in zip(parts, depth)]
+        clash = {lab for lab in labels if labels.count(lab) > 1}
+        if not clash:
+            return labels
+        grown = False
+        for i, lab in enumerate(labels):
+            if lab in clash and depth[i] < len(parts[i]):
+                depth[i] += 1
+                grown = True
+        if not grown:
+            return [str(p.resolve()) for p in paths]
+
+
+def _rows(con, view: str) -> pa.Table:
+    """A whole view as Arrow (the relational API: the view name is one of ours)."""
+    return con.table(view).to_arrow_table()
+
+
+def _with_label(table: pa.Table, label: str) -> pa.Table:
+    if "run_id" in table.column_names:
+        table = table.drop_columns(["run_id"])
+    return table.add_column(0, "run_id", pa.array([label] * table.num_rows, pa.string()))
+
+
+def _token_use(con) -> pa.Table:
+    """token_use with the columns compare reads (``epoch``, ``shared`` added as NULL /
+    false where a run's views lack them)."""
+    t = _rows(con, "token_use")
+    if "epoch" not in t.column_names:
+        t = t.append_column("epoch", pa.nulls(t.num_rows, pa.int32()))
+    if "shared" not in t.column_names:
+        t = t.append_column("shared", pa.array([False] * t.num_rows, pa.bool_()))
+    return t
+
+
+def _verification(con) -> pa.Table:
+    return con.table("votes").filter("NOT is_poison").aggregate(
+        "count(*) AS votes, count(*) FILTER (WHERE approve) AS approvals, "
+        "count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed, "
+        "count(*) FILTER (WHERE supporting_all_failed AND approve) AS approvals_all_failed"
+    ).to_arrow_table()
+
+
+def _fingerprint(con) -> int | None:
+    """Identifies a run's episodes: their ids and start instants (a copy of a run folder
+    has the same; two real runs never start every episode at the same instant)."""
+    rel = con.table("episode_attempts")
+    if not rel.shape[0]:
+        return None
+    return rel.aggregate("hash(list(episode_id || ':' || coalesce(CAST(started_at AS VARCHAR), "
+                         "'') ORDER BY episode_id, attempt)) AS h").fetchall()[0][0]
+
+
+def _read_run(path: Path, label: str) -> tuple[RunInfo, dict[str, pa.Table]]:
+    from edv_ray.config_files import read_yaml
+    from edv_ray.report.validity import run_checks
     from edv_ray.results.views import connect
 
-    tables: dict[str, list[pa.Table]] = {v: [] for v in VIEWS}
-    info = []
-    for d in run_dirs(paths):
-        con = connect(d)
-        run_id = d.name
-        for v in VIEWS:
-            t = con.sql(f"SELECT '{run_id}' AS run_id, * EXCLUDE (run_id) FROM {v}"
-                            if v != "admitted" else
-                            f"SELECT '{run_id}' AS run_id, * FROM {v}").to_arrow_table()
-            tables[v].append(t)
-        tables.setdefault("verification", []).append(con.sql(f"""
-            SELECT '{run_id}' AS run_id, count(*) AS votes,
-                   count(*) FILTER (WHERE approve) AS approvals,
-                   count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed,
-                   count(*) FILTER (WHERE supporting_all_failed AND approve) AS approvals_all_failed
-            FROM votes WHERE NOT is_poison""").to_arrow_table())
-        axes_file = d / "axes.json"
-        axes = json.loads(axes_file.read_text()) if axes_file.is_file() else {}
-        info.append({"run_id": run_id, "sweep_id": axes.pop("_sweep_id", None),
-                     "axes_json": json.dumps(axes, sort_keys=True)})
+    cfg = read_yaml(path / "config.yaml")
+    bench = cfg.get("benchmark") or {}
+    axes_file = path / "axes.json"
+    axes = json.loads(axes_file.read_text(encoding="utf-8")) if axes_file.is_file() else {}
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{shown(axes_file)}: expected a JSON object of axis values")
+    sweep_id = axes.pop("_sweep_id", None)
+    con = connect(path)
+    try:
+        sel = con.table("selection").filter("selection = 'test'").select("domain, task_id")
+        tasks, source = frozenset(sel.fetchall()), "selection"
+        if not tasks:
+            tasks = frozenset(con.table("method_results").select("domain, task_id").fetchall())
+            source = "results"
+        tables = {"method_results": _rows(con, "method_results"), "token_use": _token_use(con),
+                  "admitted": _rows(con, "admitted"), "verification": _verification(con),
+                  "selection": _rows(con, "selection"), "uses": _rows(con, "uses")}
+        info = RunInfo(path=path, label=label, stored_run_id=str(cfg.get("run_id") or path.name),
+                       benchmark=str(bench.get("name", "tau2")), seed=cfg.get("seed"),
+                       axes=axes, sweep_id=sweep_id, tasks=tasks, tasks_from=source,
+                       fingerprint=_fingerprint(con), checks=run_checks(path, con))
+    finally:
         con.close()
+    return info, {v: _with_label(t, label) for v, t in tables.items()}
+
+
+def _refuse_twice(runs: list[RunInfo]) -> None:
+    seen: dict = {}
+    for r in runs:
+        for key in (("path", r.path.resolve()),
+                    ("copy", r.stored_run_id, r.fingerprint) if r.fingerprint else None):
+            if key is None:
+                continue
+            if key in seen:
+                what = "given twice" if key[0] == "path" else "the same run twice (a copy)"
+                raise ConfigError(f"{what}: {shown(seen[key].path)} and {shown(r.path)} (run id "
+                                  f"{r.stored_run_id!r}); each run may appear once")
+            seen[key] = r
+
+
+def _task_sets(runs: list[RunInfo], allow: bool) -> list[str]:
+    kinds = {}
+    for r in runs:
+        kinds.setdefault((r.benchmark, r.tasks), []).append(r.label)
+    if len(kinds) < 2:
+        return []
+    desc = "; ".join(f"{shown(', '.join(labels))}: {bench}, {len(tasks)} test tasks"
+                     for (bench, tasks), labels in kinds.items())
+    if not allow:
+        raise ConfigError(f"runs over different benchmarks or test-task sets ({desc}) — "
+                          "pass --allow-mixed-tasks to compare them anyway (paired "
+                          "differences then use the shared tasks only)")
+    return [f"Runs over DIFFERENT benchmarks or test-task sets (--allow-mixed-tasks): {desc}. "
+            "Paired differences use only the tasks both sides scored."]
+
+
+def _validity(runs: list[RunInfo], allow: bool) -> list[str]:
+    bad = [(r, c) for r in runs for c in r.checks if not c.ok]
+    if not bad:
+        return []
+    desc = "; ".join(f"{shown(r.label)}: {c.name}{' (' + c.method + ')' if c.method else ''} "
+                     f"{shown(c.figure)}" for r, c in bad[:6])
+    if not allow:
+        raise ConfigError(f"{len(bad)} validity check(s) failed ({desc}) — pass "
+                          "--allow-invalid to compare anyway")
+    return [f"INVALID: {len(bad)} validity check(s) failed and were overridden with "
+            f"--allow-invalid ({desc})."]
+
+
+def attach(paths: list[str | Path], allow_mixed_tasks: bool = False,
+           allow_invalid: bool = False) -> Comparison:
+    """The runs under ``paths`` on one connection (see the module doc for the checks)."""
+    dirs = run_dirs(paths)
+    infos, parts = [], {v: [] for v in VIEWS}
+    for path, label in zip(dirs, labels_for(dirs)):
+        try:
+            info, tables = _read_run(path, label)
+        except (duckdb.Error, OSError, ValueError) as err:
+            if isinstance(err, ConfigError):  # e.g. its config.yaml: one line, not a YAML dump
+                raise ConfigError(" ".join(str(err).split())[:400]) from None
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"{shown(path)}: cannot read the run ({shown(first)[:200]})") from None
+        infos.append(info)
+        for v, t in tables.items():
+            parts[v].append(t)
+    _refuse_twice(infos)
+    notes = _task_sets(infos, allow_mixed_tasks) + _validity(infos, allow_invalid)
     out = duckdb.connect()
-    for v, parts in tables.items():
-        out.register(f"_{v}", pa.concat_tables(parts, promote_options="default"))
-        out.execute(f"CREATE VIEW {v} AS SELECT * FROM _{v}")
-    schema = pa.schema([("run_id", pa.string()), ("sweep_id", pa.string()), ("axes_json", pa.string())])
-    out.register("_run_info", pa.Table.from_pylist(info, schema=schema))
-    out.execute("CREATE VIEW run_info AS SELECT * FROM _run_info")
-    return out
+    for v, ts in parts.items():
+        out.register(f"_{v}", pa.concat_tables(ts, promote_options="permissive"))
+        out.table(f"_{v}").create_view(v)
+    info_rows = [{"run_id": r.label, "stored_run_id": r.stored_run_id, "sweep_id": r.sweep_id,
+                  "axes_json": json.dumps(r.axes, sort_keys=True), "benchmark": r.benchmark,
+                  "seed": r.seed if isinstance(r.seed, int) else None} for r in infos]
+    out.register("_run_info", pa.Table.from_pylist(info_rows, schema=RUN_INFO_SCHEMA))
+    out.table("_run_info").create_view("run_info")
+    return Comparison(out, infos, notes)

@@ -1,14 +1,20 @@
-"""PNG plots of ``edv compare``: Pass@1 with Wilson 95 % error bars, n in every label."""
+"""PNG plots of ``edv compare``: Pass@1 with 95 % error bars (the cells' intervals), n in
+every label."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-YLABEL = "Pass@1 (bars: Wilson 95% CI)"
+YLABEL = "Pass@1 (bars: 95% CI, task-clustered where tasks repeat)"
 
 
 def _pyplot():
+    import warnings
+
     import matplotlib
+
+    # a run label in a script the font lacks (CJK, control characters): a box, not a warning
+    warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -34,11 +40,12 @@ def _ylim(ax, rows):
 
 def plot_curve(rows: list[dict], path: str | Path, title: str, xlabel: str,
                min_points: int = 2) -> bool:
-    """One line per method with at least ``min_points`` x values (rows: method, x, pass_at_1,
-    ci_lo, ci_hi, n). Returns False (and writes nothing) when no method has enough points."""
+    """One line per ``line`` label (a method, with the other axes' values) with at least
+    ``min_points`` x values (rows: line, x, pass_at_1, ci_lo, ci_hi, n). Returns False (and
+    writes nothing) when no line has enough points."""
     rows = [r for r in rows if r["pass_at_1"] is not None and r["x"] is not None]
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    lines = {m: [r for r in rows if r["method"] == m] for m in methods}
+    methods = list(dict.fromkeys(r["line"] for r in rows))
+    lines = {m: [r for r in rows if r["line"] == m] for m in methods}
     lines = {m: rs for m, rs in lines.items() if len({r["x"] for r in rs}) >= min_points}
     if not lines:
         return False
@@ -71,25 +78,28 @@ def plot_curve(rows: list[dict], path: str | Path, title: str, xlabel: str,
 
 
 def plot_main(rows: list[dict], path: str | Path, title: str = "Pass@1 by method and domain") -> bool:
-    """Grouped bars: one group per domain (``all`` last), one bar per method (method-level rows
-    of the main table), Wilson error bars, n under each group's bars in the legend."""
+    """Grouped bars: one group per domain (``all`` = mean of domains, last), one bar per
+    method-level row of the main table (``method @ run`` when there are several runs), 95 %
+    error bars, n under each group's bars in the legend."""
     rows = [r for r in rows if r["agent"] == "all" and r["pass_at_1"] is not None]
     if not rows:
         return False
     plt = _pyplot()
+    several = len({r["group"] for r in rows}) > 1
+    rows = [{**r, "bar": f"{r['method']} @ {r['group']}" if several else r["method"]} for r in rows]
     domains = list(dict.fromkeys(r["domain"] for r in rows))
-    methods = list(dict.fromkeys(r["method"] for r in rows))
+    methods = list(dict.fromkeys(r["bar"] for r in rows))
     width = 0.8 / len(methods)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(domains) * max(1, len(methods) / 2.5)), 4.6))
     for i, m in enumerate(methods):
-        cells = {r["domain"]: r for r in rows if r["method"] == m}
+        cells = {r["domain"]: r for r in rows if r["bar"] == m}
         xs = [j + (i - (len(methods) - 1) / 2) * width for j, d in enumerate(domains) if d in cells]
         rs = [cells[d] for d in domains if d in cells]
         ax.bar(xs, [r["pass_at_1"] for r in rs], width * 0.92,
                yerr=[[r["pass_at_1"] - r["ci_lo"] for r in rs], [r["ci_hi"] - r["pass_at_1"] for r in rs]],
                capsize=3, label=f"{m} ({_n_label([r['n'] for r in rs])})")
     ax.set_xticks(range(len(domains)),
-                  [f"{d}\n(pooled)" if d == "all" else d for d in domains])
+                  [f"{d}\n(mean of domains)" if d == "all" else d for d in domains])
     ax.set_ylim(0, 1.12)
     ax.set_ylabel(YLABEL)
     ax.set_title(title)

@@ -1,367 +1,260 @@
-"""The tables of ``edv compare``, computed over one DuckDB connection (contract: compare.py).
+"""The score tables of ``edv compare`` (contract: compare.py), as plain row lists (dicts).
 
-Every function returns plain row lists (dicts). A Pass@1 is always successes / episodes with
-errored episodes counted as failures, and comes with n, the error count and a Wilson interval.
+Every Pass@1 is solved / scored episodes (errors are failures) with n, the error count and
+its interval (:mod:`edv_ray.report.compare_units`). The only verdict printed is the paired
+comparison: the difference over the tasks both sides scored, its bootstrap interval (or
+"too few tasks"), the exact sign-flip / McNemar p and the difference detectable at 80 %
+power (:func:`edv_ray.report.stats.paired_comparison`).
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from itertools import combinations
 
-from edv_ray.report.stats import intervals_overlap, paired_bootstrap, pass_hat_k, wilson
+from edv_ray.config import ConfigError
+from edv_ray.report.compare_units import (ALL, BASELINES, PER_MODEL_METHODS, Scored, fmt_rate,
+                                          order_methods)
+from edv_ray.report.stats import PairedDiff, paired_comparison, pass_hat_k
 
-PER_MODEL_METHODS = ("no_memory", "reasoning_bank")
-METHOD_ORDER = ("no_memory", "reasoning_bank", "judge", "router", "edv")
-BASELINES = ("reasoning_bank", "no_memory")
-RB_METHOD = "reasoning_bank"
-USER_SIM_ROLES = ("user_sim",)
-ALL = "all"  # the label of a pooled domain / agent
-PHASES = ("construction", "inference")
-_GROUP_COLS = ("run_id", "method", "agent", "epoch", "domain", "task_id")
-
-
-def _q(v: str) -> str:
-    return "'" + str(v).replace("'", "''") + "'"
-
-
-def scored_sql(epoch="last") -> str:
-    """method_results with ``solved`` / ``errored`` flags, in the epoch scope: ``"last"`` (each
-    (run, method)'s last epoch — the memory as it ended), an int, or None (every epoch)."""
-    base = ("SELECT *, (status = 'ok' AND coalesce(success, false)) AS solved, "
-            "coalesce(status = 'error', false) AS errored FROM method_results")
-    if epoch is None:
-        return base
-    if epoch == "last":
-        return (f"SELECT r.* FROM ({base}) r JOIN (SELECT run_id, method, max(epoch) AS last_epoch "
-                "FROM method_results GROUP BY run_id, method) l "
-                "ON r.run_id IS NOT DISTINCT FROM l.run_id AND r.method = l.method "
-                "WHERE r.epoch IS NOT DISTINCT FROM l.last_epoch")
-    return f"{base} WHERE epoch = {int(epoch)}"
-
-
-def counts(con, by: tuple[str, ...], epoch="last") -> list[dict]:
-    """Episodes / successes / errors grouped by columns of method_results."""
-    bad = [c for c in by if c not in _GROUP_COLS]
-    if bad:
-        raise ValueError(f"cannot group by {bad}")
-    cols = ", ".join(by)
-    cur = con.execute(f"SELECT {cols}, count(*) AS n, count(*) FILTER (WHERE solved) AS successes, "
-                      f"count(*) FILTER (WHERE errored) AS errors FROM ({scored_sql(epoch)}) s "
-                      f"GROUP BY {cols} ORDER BY {cols}")
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
-
-
-def order_methods(methods) -> list[str]:
-    methods = set(methods)
-    known = [m for m in METHOD_ORDER if m in methods]
-    return known + sorted(methods - set(known))
+ALPHA = 0.05
 
 
 def pick_baseline(methods, baseline: str | None = None) -> str | None:
+    """``baseline`` (must be one of the methods), else ReasoningBank, else No-Memory."""
     if baseline is not None:
-        return baseline if baseline in methods else None
+        if baseline not in methods:
+            raise ConfigError(f"--baseline {baseline}: no such method in these runs "
+                              f"(methods: {', '.join(methods) or 'none'})")
+        return baseline
     return next((b for b in BASELINES if b in methods), None)
 
 
-def rate_fields(n: int, successes: int, errors: int) -> dict:
-    r = wilson(successes, n)
-    return {"n": n, "successes": successes, "errors": errors, "pass_at_1": r.rate,
-            "ci_lo": r.lo, "ci_hi": r.hi}
+def baseline_agent(s: Scored, group: str, method: str, agent: str, base: str) -> str | None:
+    """The baseline row a row is compared with: the SAME agent's row (a per-agent row of a
+    per-model method against the baseline's row for that agent), pooled against pooled.
+    None when the baseline has no such row."""
+    if agent == ALL:
+        return ALL
+    return agent if agent in s.agent_names(group, base) and base in s.per_model else None
 
 
-class Scored:
-    """The task-level units of one epoch scope: (run, method, agent, domain, task) → n, c, e."""
-
-    def __init__(self, con, epoch="last", per_model=PER_MODEL_METHODS):
-        self.units = counts(con, ("run_id", "method", "agent", "domain", "task_id"), epoch)
-        self.per_model = tuple(per_model)
-        self.methods = order_methods({u["method"] for u in self.units})
-        self.domains = sorted({u["domain"] for u in self.units})
-
-    def agents(self, method: str) -> list[str]:
-        """The agent rows a method gets: ``all`` always, each agent for per-model methods."""
-        if method not in self.per_model:
-            return [ALL]
-        return [ALL] + sorted({str(u["agent"]) for u in self.units if u["method"] == method})
-
-    def select(self, method, agent=ALL, domain=ALL) -> list[dict]:
-        return [u for u in self.units if u["method"] == method
-                and (agent == ALL or str(u["agent"]) == agent)
-                and (domain == ALL or u["domain"] == domain)]
-
-    def rate(self, method, agent=ALL, domain=ALL) -> dict:
-        us = self.select(method, agent, domain)
-        return rate_fields(sum(u["n"] for u in us), sum(u["successes"] for u in us),
-                           sum(u["errors"] for u in us))
-
-    def task_scores(self, method, agent=ALL, domain=ALL) -> dict:
-        """(domain, task_id) → mean success over every scored episode of that task."""
-        acc = defaultdict(lambda: [0, 0])
-        for u in self.select(method, agent, domain):
-            acc[(u["domain"], u["task_id"])][0] += u["successes"]
-            acc[(u["domain"], u["task_id"])][1] += u["n"]
-        return {k: c / n for k, (c, n) in acc.items()}
-
-    def trial_units(self, method, agent=ALL, domain=ALL) -> list[tuple[int, int]]:
-        """(trials, successes) per task within a run — per agent for per-model methods, else
-        over whichever agent solved each trial (a judge may pick a different one each time)."""
-        acc = defaultdict(lambda: [0, 0])
-        for u in self.select(method, agent, domain):
-            key = (u["run_id"], u["domain"], u["task_id"],
-                   u["agent"] if method in self.per_model else None)
-            acc[key][0] += u["n"]
-            acc[key][1] += u["successes"]
-        return [tuple(v) for v in acc.values()]
+def compare_cells(s: Scored, a: tuple, b: tuple, domain: str, n_boot: int, seed: int) -> PairedDiff:
+    """(group, method, agent) a − b, paired by task in ``domain`` (``all``: the mean of
+    domain scores, tasks resampled within their domain)."""
+    ta = s.task_scores(*a, domain)
+    tb = s.task_scores(*b, domain)
+    strata = {k: k[0] for k in set(ta) | set(tb)} if domain == ALL else None
+    return paired_comparison(ta, tb, strata=strata, n_boot=n_boot, seed=seed)
 
 
-def main_table(con, epoch="last", baseline: str | None = None, per_model=PER_MODEL_METHODS,
-               n_boot: int = 10_000, seed: int = 0, scored: Scored | None = None) -> list[dict]:
-    """methods (× agents for per-model methods) × domains (+ ``all``): Pass@1 with n, errors,
-    Wilson 95 % CI; pass^k at the largest trial count when tasks have several trials; the
-    paired-bootstrap difference to the baseline and whether the two intervals overlap."""
-    s = scored or Scored(con, epoch, per_model)
+def diff_fields(d: PairedDiff | None) -> dict:
+    if d is None:
+        return {k: None for k in ("diff", "diff_lo", "diff_hi", "diff_p", "diff_p_method",
+                                  "detectable", "paired_tasks", "differing_tasks", "diff_note")}
+    return {"diff": d.diff, "diff_lo": d.lo, "diff_hi": d.hi, "diff_p": d.p,
+            "diff_p_method": d.p_method, "detectable": d.detectable, "paired_tasks": d.tasks,
+            "differing_tasks": d.differing, "diff_note": d.why}
+
+
+def trial_units(s: Scored, group, method, agent=ALL, domain=ALL) -> list[tuple[int, int]]:
+    """(trials, successes) per task within a run — per agent for per-model methods, else over
+    whichever agent solved each trial (a judge may pick a different one each time)."""
+    acc = defaultdict(lambda: [0, 0])
+    for u in s.select(group, method, agent, domain):
+        key = (u["run_id"], u["domain"], u["task_id"],
+               u["agent"] if method in s.per_model else None)
+        acc[key][0] += u["n"]
+        acc[key][1] += u["successes"]
+    return [tuple(v) for v in acc.values()]
+
+
+def main_table(s: Scored, baseline: str | None = None, n_boot: int = 10_000,
+               seed: int = 0) -> list[dict]:
+    """One row per (group, method, agent, domain) — a group is a run unless runs were
+    pooled — with Pass@1, n, errors and its interval; for ``all`` the mean of domain scores
+    and the episode-pooled figure; pass^k at the largest trial count; and the paired
+    comparison with the same group's baseline row for the same agent."""
     base = pick_baseline(s.methods, baseline)
     rows = []
-    for domain in s.domains + [ALL]:
-        base_rate = s.rate(base, ALL, domain) if base else None
-        base_tasks = s.task_scores(base, ALL, domain) if base else None
-        for method in s.methods:
-            for agent in s.agents(method):
-                r = s.rate(method, agent, domain)
-                if r["n"] == 0:
-                    continue
-                units = s.trial_units(method, agent, domain)
-                k = max(n for n, _ in units)
-                phk, phk_tasks = pass_hat_k(units, k) if k > 1 else (None, 0)
-                row = {"method": method, "agent": agent, "domain": domain, **r,
-                       "tasks": len({(u["domain"], u["task_id"])
-                                     for u in s.select(method, agent, domain)}),
-                       "max_trials": k, "k": k if k > 1 else None, "pass_hat_k": phk,
-                       "pass_hat_k_task_runs": phk_tasks if k > 1 else None, "baseline": base,
-                       "diff_vs_baseline": None, "diff_lo": None, "diff_hi": None,
-                       "diff_p": None, "paired_tasks": None, "overlaps_baseline": None}
-                if base and base_rate["n"] and method != base:
-                    d = paired_bootstrap(s.task_scores(method, agent, domain), base_tasks,
-                                         n_boot=n_boot, seed=seed)
-                    row.update(diff_vs_baseline=d.diff, diff_lo=d.lo, diff_hi=d.hi, diff_p=d.p,
-                               paired_tasks=d.tasks, overlaps_baseline=intervals_overlap(
-                                   (r["ci_lo"], r["ci_hi"]), (base_rate["ci_lo"], base_rate["ci_hi"])))
-                rows.append(row)
+    for g in s.groups:
+        for method in s.group_methods(g.label):
+            for agent in s.agents(g.label, method):
+                for domain in s.columns:
+                    c = s.cell(g.label, method, agent, domain)
+                    if c["n"] == 0:
+                        continue
+                    units = trial_units(s, g.label, method, agent, domain)
+                    k = max(n for n, _ in units)
+                    phk, phk_tasks = pass_hat_k(units, k) if k > 1 else (None, 0)
+                    row = {"group": g.label, "runs": len(g.runs), "label": g.text, **g.axes,
+                           "method": method, "agent": agent, "domain": domain, **c,
+                           "k": k if k > 1 else None, "pass_hat_k": phk,
+                           "pass_hat_k_task_runs": phk_tasks if k > 1 else None,
+                           "baseline": base, "baseline_agent": None, **diff_fields(None)}
+                    b_agent = (baseline_agent(s, g.label, method, agent, base)
+                               if base and base in s.group_methods(g.label) and method != base
+                               else None)
+                    if b_agent is not None and s.cell(g.label, base, b_agent, domain)["n"]:
+                        d = compare_cells(s, (g.label, method, agent), (g.label, base, b_agent),
+                                          domain, n_boot, seed)
+                        row.update(baseline_agent=b_agent, **diff_fields(d))
+                    elif base and method != base:
+                        row["diff_note"] = f"no {base} row for agent {agent}"
+                    rows.append(row)
     return rows
 
 
-def pass_hat_k_table(con, epoch="last", per_model=PER_MODEL_METHODS,
-                     scored: Scored | None = None) -> list[dict]:
-    """pass^k for k = 1 .. the largest trial count, per method (and agent) and domain; only
-    where some task has more than one trial. ``task_runs``: the (run, task[, agent]) units with
-    at least k trials that the mean runs over."""
-    s = scored or Scored(con, epoch, per_model)
+def pass_hat_k_table(s: Scored) -> list[dict]:
+    """pass^k for k = 1 .. the largest trial count, per group, method (and agent) and
+    domain; only where some task has more than one trial. ``task_runs``: the (run, task
+    [, agent]) units with at least k trials that the mean runs over."""
     rows = []
+    for g in s.groups:
+        for method in s.group_methods(g.label):
+            for agent in s.agents(g.label, method):
+                for domain in s.columns:
+                    units = trial_units(s, g.label, method, agent, domain)
+                    if not units or max(n for n, _ in units) < 2:
+                        continue
+                    for k in range(1, max(n for n, _ in units) + 1):
+                        v, tasks = pass_hat_k(units, k)
+                        rows.append({"group": g.label, "method": method, "agent": agent,
+                                     "domain": domain, "k": k, "pass_hat_k": v, "task_runs": tasks})
+    return rows
+
+
+def verdict(r: dict) -> str:
+    """The one verdict a comparison gets: from the exact test, with what the n could see."""
+    if r["diff"] is None:
+        return "no task scored by both"
+    mde = (f"; differences smaller than ±{r['detectable']:.3f} would likely be missed "
+           "(80 % power)" if r["detectable"] is not None else
+           "; no difference is detectable at 80 % power with these tasks")
+    if r["diff_p"] < ALPHA:
+        return f"{r['a'] if r['diff'] > 0 else r['b']} higher (p = {r['diff_p']:.3g})"
+    return f"no difference shown (p = {r['diff_p']:.3g}){mde}"
+
+
+def pair_sentence(r: dict) -> str:
+    ci = (f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]" if r["diff_lo"] is not None
+          else f"({r['diff_note']})")
+    where = f"{r['group']}, {r['domain']}" if r.get("name_run") else r["domain"]
+    head = f"{where}: {r['a']} − {r['b']}"
+    if r["diff"] is None:
+        return f"{head}: {verdict(r)}."
+    det = (f"±{r['detectable']:.3f}" if r["detectable"] is not None else "none")
+    return (f"{head} = {r['diff']:+.3f} {ci} over {r['paired_tasks']} paired tasks "
+            f"({r['differing_tasks']} differ); exact two-sided p = {r['diff_p']:.3g}; "
+            f"detectable at 80 % power: {det} — {verdict(r)}.")
+
+
+def pairs_table(s: Scored, n_boot: int = 10_000, seed: int = 0) -> list[dict]:
+    """Paired comparisons of method-level (agent ``all``) rows in every domain column:
+    every pair of methods within a group (later − earlier), and each method's group
+    against the first group holding that method (configs or seeds side by side)."""
+    pairs = []
+    for g in s.groups:
+        ms = s.group_methods(g.label)
+        pairs += [((g.label, m), (g.label, o)) for i, o in enumerate(ms) for m in ms[i + 1:]]
     for method in s.methods:
-        for agent in s.agents(method):
-            for domain in s.domains + [ALL]:
-                units = s.trial_units(method, agent, domain)
-                if not units or max(n for n, _ in units) < 2:
-                    continue
-                for k in range(1, max(n for n, _ in units) + 1):
-                    v, tasks = pass_hat_k(units, k)
-                    rows.append({"method": method, "agent": agent, "domain": domain, "k": k,
-                                 "pass_hat_k": v, "task_runs": tasks})
-    return rows
-
-
-def overlap_sentence(r: dict) -> str:
-    a = f"{r['method']} {fmt_rate(r['pass_at_1'], r['ci_lo'], r['ci_hi'], r['n'])}"
-    b = f"{r['other']} {fmt_rate(r['other_pass_at_1'], r['other_ci_lo'], r['other_ci_hi'], r['other_n'])}"
-    verdict = ("intervals overlap: not distinguishable at this n" if r["overlap"]
-               else "intervals do not overlap")
-    boot = ""
-    if r["diff"] is not None:
-        boot = (f"; paired bootstrap {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] "
-                f"over {r['paired_tasks']} tasks")
-    return f"{r['domain']}: {a} vs {b} — {verdict}{boot}."
-
-
-def pairs_table(con, epoch="last", per_model=PER_MODEL_METHODS, n_boot: int = 10_000,
-                seed: int = 0, scored: Scored | None = None) -> list[dict]:
-    """Every pair of methods (method-level rows) in every domain column: do the Wilson
-    intervals overlap, and the paired-bootstrap difference (later method − earlier)."""
-    s = scored or Scored(con, epoch, per_model)
+        held = [g.label for g in s.groups if method in s.group_methods(g.label)]
+        pairs += [((g, method), (held[0], method)) for g in held[1:]]
     rows = []
-    for domain in s.domains + [ALL]:
-        rates = {m: s.rate(m, ALL, domain) for m in s.methods}
-        present = [m for m in s.methods if rates[m]["n"]]
-        for other, method in combinations(present, 2):
-            a, b = rates[method], rates[other]
-            d = paired_bootstrap(s.task_scores(method, ALL, domain),
-                                 s.task_scores(other, ALL, domain), n_boot=n_boot, seed=seed)
-            row = {"domain": domain, "method": method, "other": other,
-                   "pass_at_1": a["pass_at_1"], "ci_lo": a["ci_lo"], "ci_hi": a["ci_hi"],
-                   "n": a["n"], "other_pass_at_1": b["pass_at_1"], "other_ci_lo": b["ci_lo"],
-                   "other_ci_hi": b["ci_hi"], "other_n": b["n"],
-                   "overlap": intervals_overlap((a["ci_lo"], a["ci_hi"]), (b["ci_lo"], b["ci_hi"])),
-                   "diff": d.diff, "diff_lo": d.lo, "diff_hi": d.hi, "diff_p": d.p,
-                   "paired_tasks": d.tasks}
-            row["sentence"] = overlap_sentence(row)
+    for (ga, ma), (gb, mb) in pairs:
+        for domain in s.columns:
+            ca, cb = s.cell(ga, ma, ALL, domain), s.cell(gb, mb, ALL, domain)
+            if not (ca["n"] and cb["n"]):
+                continue
+            d = compare_cells(s, (ga, ma, ALL), (gb, mb, ALL), domain, n_boot, seed)
+            name = (lambda g, m: m if ga == gb else f"{m} @ {g}")
+            row = {"domain": domain, "group": ga, "method": ma, "other_group": gb, "other": mb,
+                   "name_run": len(s.groups) > 1 and ga == gb,  # the sentence names the run
+                   "a": name(ga, ma), "b": name(gb, mb),
+                   "a_rate": fmt_rate(ca["pass_at_1"], ca["ci_lo"], ca["ci_hi"], ca["n"]),
+                   "b_rate": fmt_rate(cb["pass_at_1"], cb["ci_lo"], cb["ci_hi"], cb["n"]),
+                   **diff_fields(d)}
+            row["sentence"] = pair_sentence(row)
             rows.append(row)
     return rows
 
 
-def fmt_rate(p, lo, hi, n, errors=None) -> str:
-    """``0.850 [0.640, 0.948] n=20`` (+ ``, 1 err``) — how every Pass@1 is printed."""
-    if p is None:
-        return f"– n={n}"
-    err = f", {errors} err" if errors is not None else ""
-    return f"{p:.3f} [{lo:.3f}, {hi:.3f}] n={n}{err}"
-
-
-# ---------------------------------------------------------------- axes (run_info)
-
-def run_axes(con) -> dict[str, dict]:
-    """run_id → its sweep axes (parsed axes_json; {} when absent or unparsable)."""
-    out = {}
-    for run_id, sweep_id, axes_json in con.execute(
-            "SELECT run_id, sweep_id, axes_json FROM run_info").fetchall():
-        try:
-            axes = json.loads(axes_json) if axes_json else {}
-        except (TypeError, ValueError):
-            axes = {}
-        out[run_id] = axes if isinstance(axes, dict) else {}
-    return out
-
-
-def _axis_value(v):
-    return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
-
+# ---------------------------------------------------------------- axes and curves
 
 def _sort_key(v):
     return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
 
 
-def heterogeneity_table(con, epoch="last") -> list[dict]:
-    """Pass@1 (all domains pooled) per method against the sweep's axes: runs with the same
-    axis values are pooled; one column per axes_json key."""
-    axes = run_axes(con)
-    keys = list(dict.fromkeys(k for a in axes.values() for k in a))
-    acc = {}
-    for c in counts(con, ("run_id", "method"), epoch):
-        values = tuple(_axis_value(axes.get(c["run_id"], {}).get(k)) for k in keys)
-        a = acc.setdefault((values, c["method"]), {"runs": set(), "n": 0, "successes": 0,
-                                                   "errors": 0})
-        a["runs"].add(c["run_id"])
-        for f in ("n", "successes", "errors"):
-            a[f] += c[f]
-    order = {m: i for i, m in enumerate(order_methods({m for _, m in acc}))}
-    votes = _votes(con)
+def _axis_value(v):
+    import json
+
+    return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
+
+
+def heterogeneity_table(s: Scored, votes: dict) -> list[dict]:
+    """Pass@1 (mean of domain scores) per group and method against the sweep's axes, with
+    EDV's approve rate and P(approve | every supporting run failed) per group."""
+    keys = list(dict.fromkeys(k for g in s.groups for k in g.axes))
+    if not keys:
+        return []
     rows = []
-    for (values, method), a in sorted(acc.items(), key=lambda kv: (
-            [_sort_key(v) for v in kv[0][0]], order[kv[0][1]])):
-        v = [sum(votes.get(r, (0, 0, 0, 0))[i] for r in a["runs"]) for i in range(4)]
-        rows.append({**dict(zip(keys, values)), "method": method, "runs": len(a["runs"]),
-                     **rate_fields(a["n"], a["successes"], a["errors"]),
-                     # EDV's verification: approve rate, and P(approve | all supporting failed)
-                     "approve_rate": _div(v[1], v[0]) if method == "edv" else None,
-                     "p_approve_given_failed": _div(v[3], v[2]) if method == "edv" else None})
+    for g in sorted(s.groups, key=lambda g: [_sort_key(_axis_value(g.axes.get(k))) for k in keys]):
+        v = [sum(votes.get(r, (0, 0, 0, 0))[i] for r in g.runs) for i in range(4)]
+        for method in s.group_methods(g.label):
+            c = s.cell(g.label, method)
+            rows.append({**{k: _axis_value(g.axes.get(k)) for k in keys}, "group": g.label,
+                         "method": method, "runs": len(g.runs), **c,
+                         "approve_rate": _div(v[1], v[0]) if method == "edv" else None,
+                         "p_approve_given_failed": _div(v[3], v[2]) if method == "edv" else None})
     return rows
 
 
-def _votes(con) -> dict[str, tuple[int, int, int, int]]:
-    """run_id → (votes, approvals, votes whose supporting runs all failed, their approvals)."""
-    try:
-        rows = con.execute("SELECT run_id, votes, approvals, votes_all_failed, "
-                           "approvals_all_failed FROM verification").fetchall()
-    except Exception:  # noqa: BLE001 - a connection without the view (hand-made tables)
+def votes_by_run(con) -> dict[str, tuple[int, int, int, int]]:
+    """run → (votes, approvals, votes whose supporting runs all failed, their approvals)."""
+    if "verification" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
         return {}
+    rows = con.execute("SELECT run_id, votes, approvals, votes_all_failed, "
+                       "approvals_all_failed FROM verification").fetchall()
     return {r[0]: tuple(int(x or 0) for x in r[1:]) for r in rows}
 
 
-def curve_epoch(con) -> list[dict]:
-    """Pass@1 per method and epoch (every epoch, all runs and domains pooled)."""
-    rows = [{"method": c["method"], "x": c["epoch"],
-             **rate_fields(c["n"], c["successes"], c["errors"])}
-            for c in counts(con, ("method", "epoch"), epoch=None)]
+def _curve_row(g, method, x, c, other_axes: dict) -> dict:
+    extra = ", ".join(f"{k}={v}" for k, v in other_axes.items())
+    return {"line": f"{method} ({extra})" if extra else method, "method": method,
+            "group": g.label, "x": x, **c}
+
+
+def curve_epoch(con, pool: bool, per_model=PER_MODEL_METHODS) -> list[dict]:
+    """Pass@1 (mean of domain scores) per group, method and epoch (every epoch)."""
+    epochs = sorted(e for (e,) in con.execute(
+        "SELECT DISTINCT epoch FROM method_results WHERE epoch IS NOT NULL").fetchall())
+    rows = []
+    for e in epochs:
+        s = Scored(con, e, per_model, pool)
+        several = len(s.groups) > 1
+        for g in s.groups:
+            for m in s.group_methods(g.label):
+                rows.append(_curve_row(g, m, e, s.cell(g.label, m),
+                                       {"run": g.label} if several else {}))
     order = {m: i for i, m in enumerate(order_methods({r["method"] for r in rows}))}
-    return sorted(rows, key=lambda r: (order[r["method"]], _sort_key(r["x"])))
+    return sorted(rows, key=lambda r: (order[r["method"]], r["line"], _sort_key(r["x"])))
 
 
-def curve_axis(con, axis: str, epoch="last") -> list[dict]:
-    """Pass@1 per method against one sweep axis (runs that set it; domains pooled)."""
-    axes = run_axes(con)
-    acc = {}
-    for c in counts(con, ("run_id", "method"), epoch):
-        x = axes.get(c["run_id"], {}).get(axis)
-        if x is None:
-            continue
-        a = acc.setdefault((c["method"], _axis_value(x)), [0, 0, 0, set()])
-        a[0] += c["n"]; a[1] += c["successes"]; a[2] += c["errors"]; a[3].add(c["run_id"])
-    order = {m: i for i, m in enumerate(order_methods({m for m, _ in acc}))}
-    return [{"method": m, "x": x, "runs": len(a[3]), **rate_fields(a[0], a[1], a[2])}
-            for (m, x), a in sorted(acc.items(), key=lambda kv: (order[kv[0][0]], _sort_key(kv[0][1])))]
+def curve_axis(s: Scored, axis: str) -> list[dict]:
+    """Pass@1 (mean of domain scores) per method against one sweep axis; one line per
+    method and values of the other axes (groups that set the axis)."""
+    groups = [g for g in s.groups if axis in g.axes]
+    # another axis splits the lines only where it varies at a fixed x (a grid, not co-varying)
+    split = {k for g in groups for h in groups for k in g.axes
+             if k != axis and _axis_value(g.axes[axis]) == _axis_value(h.axes[axis])
+             and _axis_value(g.axes.get(k)) != _axis_value(h.axes.get(k))}
+    rows = []
+    for g in groups:
+        other = {k: v for k, v in g.axes.items() if k in split}
+        for m in s.group_methods(g.label):
+            rows.append(_curve_row(g, m, _axis_value(g.axes[axis]), s.cell(g.label, m), other))
+    order = {m: i for i, m in enumerate(order_methods({r["method"] for r in rows}))}
+    return sorted(rows, key=lambda r: (order[r["method"]], r["line"], _sort_key(r["x"])))
 
-
-# ---------------------------------------------------------------- tokens
 
 def _div(a, b):
     return float(a) / float(b) if a is not None and b else None
-
-
-def token_tables(con) -> dict[str, list[dict]]:
-    """Tokens (prompt + completion) per method: ``tokens`` (construction / inference, the user
-    simulator apart, per scored test episode and per solved one, ratio to ReasoningBank),
-    ``tokens_by_role`` (phase × stage × role) and ``tokens_per_item`` (construction tokens per
-    admitted experience, per bank). Denominators: every scored episode of the method (all
-    epochs — token_use has no epoch), errored ones included."""
-    episodes = {c["method"]: c for c in counts(con, ("method",), epoch=None)}
-    sims = ", ".join(_q(r) for r in USER_SIM_ROLES)
-    cur = con.execute(f"""
-        SELECT method, phase, stage, role, role IN ({sims}) AS user_sim,
-               coalesce(sum(calls), 0) AS calls,
-               coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
-               coalesce(sum(completion_tokens), 0) AS completion_tokens
-        FROM token_use GROUP BY ALL ORDER BY method, phase, stage, role""")
-    names = [d[0] for d in cur.description]
-    by_role = [dict(zip(names, r)) for r in cur.fetchall()]
-    for r in by_role:
-        r["tokens"] = r["prompt_tokens"] + r["completion_tokens"]
-        r["per_test_task"] = _div(r["tokens"], episodes.get(r["method"], {}).get("n"))
-    methods = order_methods({r["method"] for r in by_role})  # no token rows: no token claims
-    order = {m: i for i, m in enumerate(methods)}
-    by_role.sort(key=lambda r: (order[r["method"]], r["phase"] != "construction",
-                                str(r["stage"]), str(r["role"])))
-
-    def total(method, phase=None, user_sim=False):
-        return sum(r["tokens"] for r in by_role if r["method"] == method and r["user_sim"] == user_sim
-                   and (phase is None or r["phase"] == phase))
-
-    summary = []
-    for m in methods:
-        ep = episodes.get(m, {"n": 0, "successes": 0, "errors": 0})
-        row = {"method": m, "episodes": ep["n"], "solved": ep["successes"], "errors": ep["errors"],
-               "construction_tokens": total(m, "construction"),
-               "inference_tokens": total(m, "inference"), "user_sim_tokens": total(m, None, True)}
-        for p in PHASES:
-            row[f"{p}_per_test_task"] = _div(row[f"{p}_tokens"], ep["n"])
-            row[f"{p}_per_solved_task"] = _div(row[f"{p}_tokens"], ep["successes"])
-        row["total_per_test_task"] = _div(row["construction_tokens"] + row["inference_tokens"], ep["n"])
-        summary.append(row)
-    rb = next((r for r in summary if r["method"] == RB_METHOD), None)
-    for r in summary:
-        for f in ("construction_per_test_task", "inference_per_test_task", "total_per_test_task"):
-            r[f.replace("_per_test_task", "_ratio_to_rb")] = _div(r[f], rb[f]) if rb else None
-
-    cur = con.execute("SELECT method, bank, coalesce(sum(items), 0) AS items FROM admitted "
-                      "GROUP BY ALL ORDER BY method, bank")
-    per_item = []
-    admitted = cur.fetchall()
-    for m in methods:
-        banks = [(b, i) for mm, b, i in admitted if mm == m]
-        if not banks:
-            continue
-        ctok = total(m, "construction")
-        for bank, items in banks + ([(ALL, sum(i for _, i in banks))] if len(banks) > 1 else []):
-            per_item.append({"method": m, "bank": bank, "items": items,
-                             "construction_tokens": ctok, "tokens_per_item": _div(ctok, items)})
-    return {"tokens": summary, "tokens_by_role": by_role, "tokens_per_item": per_item}

@@ -21,6 +21,7 @@ Views:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -48,13 +49,17 @@ def _literal(value: str) -> str:
 
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
     """A view over every Parquet file under ``folder`` (hive partitions as columns), or a
-    typed empty table when there is none yet, so derived views always bind."""
+    typed empty table when there is none yet, so derived views always bind. The files are
+    listed here and handed to DuckDB's relational API: a folder name is never SQL text or
+    a glob pattern (``runs/r*`` would also read ``runs/r1``)."""
     import pyarrow as pa
 
-    if any(folder.rglob("*.parquet")):
-        glob = str(folder / "**" / "*.parquet").replace("'", "''")
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{glob}', "
-                    "hive_partitioning=true, union_by_name=true)")
+    # DuckDB expands * ? [ in every path it is given: each is matched literally as [*] [?] [[]
+    files = sorted(re.sub(r"([*?\[])", r"[\1]", str(f)) for f in folder.rglob("*.parquet")
+                   if f.is_file()) if folder.is_dir() else []
+    if files:
+        con.read_parquet(files, hive_partitioning=True, union_by_name=True).create_view(
+            name, replace=True)
         return
     for key in partition_keys:
         if key not in schema.names:
