@@ -149,6 +149,11 @@ class CallContext:
     trial: int = 0
     episode_id: str = ""
     epoch: int = 0
+    # a stage prompt's evidence (transcript characters whole / kept, final states whole);
+    # None for calls without transcripts (see prompts.budget.Evidence)
+    evidence_chars: int | None = None
+    evidence_kept: int | None = None
+    evidence_final_kept: bool | None = None
 
     def tag(self) -> str:
         return "|".join(["edv", self.role, self.agent, self.domain, self.task_id,
@@ -173,6 +178,9 @@ class CallRecord:
     ok: bool
     error: str | None
     started_at: float
+    evidence_chars: int | None = None
+    evidence_kept: int | None = None
+    evidence_final_kept: bool | None = None
 
 
 @dataclass
@@ -278,6 +286,8 @@ class LLMClient:
                     episode_id=ctx.episode_id, epoch=ctx.epoch, prompt_tokens=pt,
                     completion_tokens=ct, latency_s=time.monotonic() - t0,
                     attempts=attempts, ok=ok, error=err, started_at=started,
+                    evidence_chars=ctx.evidence_chars, evidence_kept=ctx.evidence_kept,
+                    evidence_final_kept=ctx.evidence_final_kept,
                 ))
 
         def failed(err: BaseException, why: str = "") -> _CallFailed:

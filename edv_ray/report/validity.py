@@ -60,7 +60,7 @@ def failed(checks: list[Check]) -> list[Check]:
     return [c for c in checks if not c.ok]
 
 
-_BUILTIN = ("edv_ray.report.validity_checks",)
+_BUILTIN = ("edv_ray.report.validity_checks", "edv_ray.report.validity_evidence")
 
 
 def _load_builtin_checks() -> None:

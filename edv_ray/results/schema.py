@@ -68,6 +68,11 @@ CALL_SCHEMA = pa.schema([
     ("ok", pa.bool_()),
     ("error", pa.string()),
     ("started_at", pa.float64()),
+    # stage prompts only (null otherwise): the transcripts' characters whole, what the
+    # prompt kept of them, and whether every final state stayed whole (prompts.budget)
+    ("evidence_chars", pa.int64()),
+    ("evidence_kept", pa.int64()),
+    ("evidence_final_kept", pa.bool_()),
 ])
 
 POOL_SCHEMA = pa.schema([
