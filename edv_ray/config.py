@@ -48,6 +48,9 @@ class Sampling(_Strict):
     seed: int | None = None
 
 
+LLAMA_CPP_N_CTX = 8192  # llama.cpp servers edv starts, when n_ctx is not given
+
+
 class ModelConfig(_Strict):
     """A model the run talks to.
 
@@ -57,6 +60,14 @@ class ModelConfig(_Strict):
     engine=endpoint: an existing OpenAI-compatible or hosted endpoint reached through
       litellm: ``litellm_model`` (e.g. ``openai/my-model``), ``api_base``, and the
       *name* of the environment variable holding the key (keys never live in configs).
+
+    ``n_ctx`` is the context window (tokens) the model is served with; prompt budgets
+    use it (:mod:`edv_ray.serving.context`). llama_cpp: the server's ``--n_ctx``
+    (default 8192). vllm: the served ``--max-model-len`` — when unset, the run's
+    ``engine_args.max_model_len`` or the catalog's ``max_model_len``; when set, it is
+    passed to vLLM as ``max_model_len``. endpoint: when unset, what the server reports
+    (vLLM's ``/v1/models`` ``max_model_len``, llama.cpp's ``/props`` ``n_ctx``), else
+    it is required; when set and the server reports less, validation fails.
     """
 
     engine: Literal["llama_cpp", "vllm", "endpoint"] = "llama_cpp"
@@ -64,7 +75,7 @@ class ModelConfig(_Strict):
     litellm_model: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
-    n_ctx: int = Field(8192, ge=512)
+    n_ctx: int | None = Field(None, ge=512)
     n_threads: int = Field(2, ge=1)
     replicas: int = Field(1, ge=1, le=64)
     # llama.cpp keeps one prefix cache per server: "agent" gives every agent (and the user
@@ -90,6 +101,16 @@ class ModelConfig(_Strict):
                 raise ValueError("engine=endpoint needs `litellm_model` (e.g. openai/NAME)")
         elif self.litellm_model or self.api_base:
             raise ValueError("`litellm_model`/`api_base` only apply to engine=endpoint")
+        if self.engine == "llama_cpp" and self.n_ctx is None:
+            self.n_ctx = LLAMA_CPP_N_CTX
+        if self.engine == "vllm" and self.n_ctx is not None:
+            served = {k.strip().lstrip("-").replace("-", "_"): v
+                      for k, v in self.engine_args.items()}.get("max_model_len")
+            if served is not None and int(served) != self.n_ctx:
+                raise ValueError(f"n_ctx {self.n_ctx} and engine_args max_model_len {served} "
+                                 "differ: set one of them")
+            if served is None:
+                self.engine_args["max_model_len"] = self.n_ctx
         return self
 
 

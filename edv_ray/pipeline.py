@@ -89,25 +89,29 @@ def write_selection(cfg: RunConfig, run_id: str, run_dir: Path):
 
 
 def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
-    """Each agent's model must hold the full policy plus its answer (DESIGN: policies are
-    never cut); one clear error naming model and sizes otherwise."""
+    """Each agent's model must hold the full policy plus its answer in its real context
+    window (:func:`edv_ray.serving.context.model_context`; DESIGN: policies are never
+    cut); one clear error naming model and sizes otherwise."""
     from edv_ray.prompts.budget import TEMPLATE_TOKENS, count_tokens
+    from edv_ray.serving.context import model_context
 
     for d in domains:
         policy = count_tokens(env.policy(cfg.benchmark, d))
         for a in cfg.agents:
-            mc = cfg.models[a.model]
+            n_ctx = model_context(a.model, cfg.models[a.model])
             need = policy + a.sampling.max_tokens + TEMPLATE_TOKENS
-            if need > mc.n_ctx:
+            if need > n_ctx:
                 raise ConfigError(
                     f"model {a.model!r} (agent {a.name}): the {d} policy (~{policy} tokens) + "
-                    f"max_tokens {a.sampling.max_tokens} need ~{need} tokens > n_ctx {mc.n_ctx}")
+                    f"max_tokens {a.sampling.max_tokens} need ~{need} tokens > n_ctx {n_ctx}")
 
 
 def validate(cfg: RunConfig) -> dict[str, list]:
-    """All up-front checks; returns the selected tasks."""
+    """All up-front checks; returns the selected tasks. Endpoint models without ``n_ctx``
+    get the context their server reports, written into ``cfg``."""
     from edv_ray.envs.protocol import get_env
     from edv_ray.runtime.servers import check_models
+    from edv_ray.serving.context import resolve_contexts
 
     env = get_env(cfg.benchmark.name)
     tasks = selected_tasks(cfg)
@@ -118,8 +122,9 @@ def validate(cfg: RunConfig) -> dict[str, list]:
             raise ConfigError(
                 f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
                 "but roles.user_simulator is not set")
-    check_prompt_budgets(cfg, env, list(tasks))
     check_models(cfg)
+    resolve_contexts(cfg)
+    check_prompt_budgets(cfg, env, list(tasks))
     if cfg.runtime.ray_address:
         from edv_ray.runtime.ray_setup import check_reachable
 

@@ -12,6 +12,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import pytest
 
 from edv_ray.testing.helpers import tau2_tasks
+from edv_ray.testing.scripted_server import DEFAULT_CONTEXT
 
 
 @pytest.fixture(scope="session")
@@ -44,5 +45,7 @@ def server(scripted):
     scripted.clear_faults()
     scripted.scripts.clear()
     scripted.required_key = None
+    scripted.max_model_len = DEFAULT_CONTEXT
+    scripted.props_n_ctx = None
     scripted.requests.clear()
     return scripted

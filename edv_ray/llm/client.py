@@ -149,6 +149,11 @@ class CallContext:
     trial: int = 0
     episode_id: str = ""
     epoch: int = 0
+    # a stage prompt's evidence (transcript characters whole / kept, final states whole);
+    # None for calls without transcripts (see prompts.budget.Evidence)
+    evidence_chars: int | None = None
+    evidence_kept: int | None = None
+    evidence_final_kept: bool | None = None
 
     def tag(self) -> str:
         return "|".join(["edv", self.role, self.agent, self.domain, self.task_id,
@@ -175,6 +180,9 @@ class CallRecord:
     started_at: float
     seed: int | None = None  # the sampling seed the request carried
     request_hash: str = ""  # a fingerprint of the request (model, messages, sampling, tools)
+    evidence_chars: int | None = None
+    evidence_kept: int | None = None
+    evidence_final_kept: bool | None = None
 
 
 def request_fingerprint(kwargs: dict[str, Any]) -> str:
@@ -293,6 +301,8 @@ class LLMClient:
                     completion_tokens=ct, latency_s=time.monotonic() - t0,
                     attempts=attempts, ok=ok, error=err, started_at=started,
                     seed=sampling.seed, request_hash=request_fingerprint(kwargs),
+                    evidence_chars=ctx.evidence_chars, evidence_kept=ctx.evidence_kept,
+                    evidence_final_kept=ctx.evidence_final_kept,
                 ))
 
         def failed(err: BaseException, why: str = "") -> _CallFailed:

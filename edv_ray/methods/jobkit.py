@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,24 @@ from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA
 
 class RoleBinding(BaseModel):
-    """An agent acting in a stage role: its endpoint, sampling, JSON mode, context size."""
+    """An agent acting in a stage role: its endpoint, sampling, JSON mode, and the real
+    context window of its model (:func:`edv_ray.serving.context.model_context`)."""
 
     endpoint: Endpoint | None = None
     sampling: Sampling | None = None
     json_mode: str = "schema"
-    n_ctx: int = 8192
+    n_ctx: int | None = None  # required by :func:`budget`; set by :func:`role_binding`
 
 
 def role_binding(ctx, agent: str, kind: str, sampling: Sampling | None = None) -> dict[str, Any]:
     """Driver side: the binding fields of ``agent`` for a stage job of ``kind``."""
+    from edv_ray.serving.context import model_context
+
     a = ctx.cfg.agent(agent)
     mc = ctx.cfg.models[a.model]
     return dict(endpoint=ctx.pool.agent_endpoint(ctx.cfg, agent, f"{kind}|{agent}"),
-                sampling=sampling or a.sampling, json_mode=mc.json_mode, n_ctx=mc.n_ctx)
+                sampling=sampling or a.sampling, json_mode=mc.json_mode,
+                n_ctx=model_context(a.model, mc))
 
 
 def env_of(benchmark: dict[str, Any]):
@@ -74,8 +79,22 @@ def load_episode(run_dir: str, stage: str, episode_id: str) -> dict[str, Any]:
     raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
 
 
+WHOLE = 10**9  # a transcript is rendered whole; only the prompt budget may shorten it
+
+
 def transcript(env, row: dict[str, Any]) -> str:
-    return env.render_trajectory(json.loads(row["messages_json"] or "[]"), 10**7)
+    """A stored run as the judging roles see it: whole (the budget shortens, never this)."""
+    return env.render_trajectory(json.loads(row["messages_json"] or "[]"), WHOLE)
+
+
+def with_evidence(ctx: CallContext, messages: list[dict[str, Any]]) -> CallContext:
+    """``ctx`` carrying the evidence figures of a budgeted prompt (a
+    :class:`~edv_ray.prompts.budget.FittedPrompt`), so its call rows record them."""
+    ev = getattr(messages[-1].get("content") if messages else None, "evidence", None)
+    if ev is None:
+        return ctx
+    return replace(ctx, evidence_chars=ev.chars, evidence_kept=ev.kept,
+                   evidence_final_kept=ev.final_kept)
 
 
 def json_caller(client: LLMClient, binding: RoleBinding, ctx: CallContext,
@@ -86,13 +105,19 @@ def json_caller(client: LLMClient, binding: RoleBinding, ctx: CallContext,
             rf = {"type": "json_object", "schema": schema}
         elif binding.json_mode == "json_object":
             rf = {"type": "json_object"}
-        out = client.complete(binding.endpoint, messages, ctx=ctx, ledger=ledger,
-                              sampling=binding.sampling, response_format=rf)
+        out = client.complete(binding.endpoint, messages, ctx=with_evidence(ctx, messages),
+                              ledger=ledger, sampling=binding.sampling, response_format=rf)
         return out.content or ""
     return call
 
 
 def budget(binding: RoleBinding, who: str):
+    """``fit(render, transcripts)`` → a prompt within the model's real context: the
+    transcripts whole when they fit, else shortened by the evidence rule; the prompt
+    carries what it kept (recorded with its calls by :func:`json_caller`)."""
+    if binding.n_ctx is None:
+        raise ValueError(f"{who}: the binding has no n_ctx (build it with role_binding)")
+
     def fit(render, parts):
         return fit_prompt(render, parts, n_ctx=binding.n_ctx,
                           answer_tokens=binding.sampling.max_tokens, who=who)

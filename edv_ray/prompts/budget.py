@@ -1,24 +1,74 @@
-"""Prompt budgets in tokens of a model's context window.
+"""Prompt budgets in tokens of a model's context window, and the rule that shortens evidence.
 
-The full policy always goes in; when policy + transcripts do not fit, transcripts are
-shortened first (start and end kept); a prompt whose fixed part (instructions + policy)
-cannot fit with room for the answer is a :class:`PromptBudgetError` naming the model and
-the sizes. Tokens are counted with litellm's offline tokenizer (cl100k; the exact
-tokenizer of a self-served model is not at hand) plus a safety margin, so the count is
-an estimate that errs on the long side.
+The fixed part of a stage prompt (instructions, the full policy, the task) always goes in
+whole; the evidence (the runs' transcripts) goes in whole whenever it fits: nothing is
+cut before the budget. A prompt whose fixed part cannot fit with room for the answer is
+a :class:`PromptBudgetError` naming the model and the sizes.
+
+When the evidence does not fit, the **evidence rule** shortens it:
+
+1. *longest first* — one cap C (characters) is found so that the transcripts, each cut
+   to at most C, fit; a transcript shorter than C stays whole;
+2. *final state whole* — a transcript cut to C keeps, whole, its final state: from its
+   last tool-call message (its calls and their results) to its end, or its last two
+   lines when it has no tool line. Of the text before the final state it keeps
+   the head (a third of the room: the task as stated) and the part just before the
+   final state (two thirds); the middle is replaced by a visible marker
+   ``[… M chars elided …]``;
+3. only when the final states alone cannot fit is a final state cut (its end kept), and
+   the prompt says so in its record (``final_kept=False``; the run's validity check fails).
+
+Every fitted prompt is a :class:`FittedPrompt`: the text plus its :class:`Evidence`
+(characters kept / total, final states kept), which the stage jobs record with each
+model call (:mod:`edv_ray.methods.jobkit`). Tokens are counted with tiktoken's cl100k
+(the exact tokenizer of a self-served model is not at hand) times a safety margin, so
+the count errs on the long side.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Callable
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 SAFETY = 1.15  # cl100k under-counts some models' tokenizers; keep headroom
 TEMPLATE_TOKENS = 64  # chat-template overhead per request
+FIT_ROUNDS = 8  # re-measure after each shortening (markers and tokenization drift)
+
+# lines that start a tool call / a tool's output in the benchmarks' renderings
+# (τ²-bench: "assistant calls f(...)" / "tool result: ..."; MMTB: "[assistant→tools] ..."
+# / "[tool] ...")
+CALL_LINE = re.compile(r"^(?:\w+ calls \w+\(|\[assistant→tools\])")
+RESULT_LINE = re.compile(r"^(?:tool result\b|\[tool\])")
 
 
 class PromptBudgetError(ValueError):
     """A prompt cannot fit a model's context window (names model and sizes)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a prompt kept of its evidence: characters (markers not counted)."""
+
+    chars: int  # the transcripts, whole
+    kept: int  # what the prompt holds of them
+    final_kept: bool  # every transcript's final state is whole
+
+    @property
+    def share(self) -> float:
+        return self.kept / self.chars if self.chars else 1.0
+
+
+class FittedPrompt(str):
+    """A prompt text carrying the :class:`Evidence` it kept (``.evidence``)."""
+
+    evidence: Evidence
+
+    def __new__(cls, text: str, evidence: Evidence) -> FittedPrompt:
+        obj = super().__new__(cls, text)
+        obj.evidence = evidence
+        return obj
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,17 +87,89 @@ def count_tokens(text: str) -> int:
     return int(raw * SAFETY) + 1
 
 
-def shorten(text: str, max_chars: int) -> str:
+def final_state_start(lines: list[str]) -> int:
+    """Index of the first line of a transcript's final state (rule 2): the last tool-call
+    lines and the results that follow them, or the last two lines without any."""
+    tool = [i for i, ln in enumerate(lines) if CALL_LINE.match(ln) or RESULT_LINE.match(ln)]
+    if not tool:
+        return max(0, len(lines) - 2)
+    i = tool[-1]
+    while i > 0 and RESULT_LINE.match(lines[i]) and RESULT_LINE.match(lines[i - 1]):
+        i -= 1
+    if RESULT_LINE.match(lines[i]) and i > 0 and CALL_LINE.match(lines[i - 1]):
+        i -= 1
+    while i > 0 and CALL_LINE.match(lines[i - 1]):
+        i -= 1
+    return i
+
+
+def final_state_chars(text: str) -> int:
+    lines = text.split("\n")
+    return len("\n".join(lines[final_state_start(lines):]))
+
+
+def _marker(chars: int) -> str:
+    return f"[… {chars} chars elided …]"
+
+
+def elide_middle(text: str, max_chars: int) -> tuple[str, int]:
+    """``text`` cut to about ``max_chars`` by rule 2: (new text, characters kept). The
+    final state stays whole (even when it alone is longer than ``max_chars``); of what
+    precedes it, the head keeps a third of the room and the text just before the final
+    state the other two thirds."""
     if len(text) <= max_chars:
-        return text
-    half = max(0, (max_chars - 7) // 2)
-    return text[:half] + "\n[...]\n" + text[len(text) - half:]
+        return text, len(text)
+    lines = text.split("\n")
+    start = final_state_start(lines)
+    body, final = "\n".join(lines[:start]), "\n".join(lines[start:])
+    room = max(0, max_chars - len(final) - 2)
+    head = room // 3
+    before = room - head
+    if len(body) <= room:
+        return text, len(text)
+    elided = len(body) - head - before
+    parts = [body[:head], _marker(elided), body[len(body) - before:] if before else "", final]
+    return "\n".join(p for p in parts if p), len(text) - elided
+
+
+def _keep_end(text: str, max_chars: int) -> tuple[str, int]:
+    """Rule 3 (last resort): only the end of a final state fits."""
+    if len(text) <= max_chars:
+        return text, len(text)
+    keep = max(0, max_chars)
+    return _marker(len(text) - keep) + "\n" + text[len(text) - keep:], keep
+
+
+def shrink_parts(parts: list[str], budget_chars: int) -> tuple[list[str], Evidence]:
+    """Rules 1-3 over the transcripts for a total of about ``budget_chars`` characters."""
+    total = sum(len(p) for p in parts)
+    if total <= budget_chars:
+        return list(parts), Evidence(total, total, True)
+    finals = [final_state_chars(p) for p in parts]
+    if sum(finals) > budget_chars:  # rule 3: even the final states do not fit
+        share = max(0.0, budget_chars / max(1, sum(finals)))
+        cut = [_keep_end(p[len(p) - f:], int(f * share)) for p, f in zip(parts, finals)]
+        return [c[0] for c in cut], Evidence(total, sum(c[1] for c in cut), False)
+
+    def size(cap: int) -> int:
+        return sum(min(len(p), max(cap, f)) for p, f in zip(parts, finals))
+
+    lo, hi = 0, max(len(p) for p in parts)  # the largest cap that fits (rule 1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(mid) <= budget_chars:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = [elide_middle(p, max(lo, f)) for p, f in zip(parts, finals)]
+    return [c[0] for c in cut], Evidence(total, sum(c[1] for c in cut), True)
 
 
 def fit_prompt(render: Callable[[list[str]], str], parts: list[str], *, n_ctx: int,
-               answer_tokens: int, who: str) -> str:
-    """``render(parts)`` → the prompt; shorten ``parts`` (transcripts) until it fits
-    ``n_ctx`` with ``answer_tokens`` left for the answer."""
+               answer_tokens: int, who: str) -> FittedPrompt:
+    """``render(parts)`` → the prompt, with the evidence ``parts`` (transcripts) whole
+    when it fits ``n_ctx`` with ``answer_tokens`` left for the answer, shortened by the
+    evidence rule otherwise."""
     room = n_ctx - answer_tokens - TEMPLATE_TOKENS
     fixed = count_tokens(render(["" for _ in parts]))
     if fixed > room:
@@ -55,15 +177,17 @@ def fit_prompt(render: Callable[[list[str]], str], parts: list[str], *, n_ctx: i
             f"{who}: instructions + policy need ~{fixed} tokens, but n_ctx={n_ctx} leaves "
             f"{room} after {answer_tokens} answer tokens; raise the model's n_ctx or lower "
             "its max_tokens")
+    total = sum(len(p) for p in parts)
     prompt = render(parts)
-    for _ in range(6):
-        used = count_tokens(prompt)
-        if used <= room:
-            return prompt
-        total = sum(len(p) for p in parts) or 1
-        keep = max(0.0, (room - fixed) / max(1, used - fixed)) * 0.95
-        parts = [shorten(p, int(len(p) * keep)) for p in parts]
-        prompt = render(parts)
-        if total == 0:
+    used = count_tokens(prompt)
+    evidence = Evidence(total, total, True)
+    budget = total
+    for _ in range(FIT_ROUNDS):
+        if used <= room or budget <= 0:
             break
-    return prompt
+        # characters per evidence token, measured on this prompt; aim a little under
+        budget = int(budget * (room - fixed) / max(1, used - fixed) * 0.97)
+        shortened, evidence = shrink_parts(parts, budget)
+        prompt = render(shortened)
+        used = count_tokens(prompt)
+    return FittedPrompt(prompt, evidence)

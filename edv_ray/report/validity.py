@@ -61,7 +61,7 @@ def failed(checks: list[Check]) -> list[Check]:
 
 
 _BUILTIN = ("edv_ray.report.validity_checks", "edv_ray.report.mind2web_checks",
-            "edv_ray.report.scoring_checks")
+            "edv_ray.report.scoring_checks", "edv_ray.report.validity_evidence")
 
 
 def _load_builtin_checks() -> None:

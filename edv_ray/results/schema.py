@@ -72,6 +72,11 @@ CALL_SCHEMA = pa.schema([
     ("started_at", pa.float64()),
     ("seed", pa.int64()),  # the sampling seed the request carried
     ("request_hash", pa.string()),  # fingerprint of the request (seed diversity check)
+    # stage prompts only (null otherwise): the transcripts' characters whole, what the
+    # prompt kept of them, and whether every final state stayed whole (prompts.budget)
+    ("evidence_chars", pa.int64()),
+    ("evidence_kept", pa.int64()),
+    ("evidence_final_kept", pa.bool_()),
 ])
 
 POOL_SCHEMA = pa.schema([

@@ -23,6 +23,8 @@ arrival, so the server's own work is inside it).
 task are inferred from the user simulator's scenario and a ref its greeting carries.
 Other scripts (EDV stages) can be added with :meth:`ScriptedServer.add_script`.
 Each recorded request carries ``_authorization`` and ``_received_at`` (time.monotonic()).
+Its context window is reported as vLLM does (``max_model_len`` in ``/v1/models``) or,
+with ``props_n_ctx``, as llama.cpp's server does (``/props``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+DEFAULT_CONTEXT = 32768  # the context window the server reports unless a test changes it
 Script = Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]  # (request, tag) → message
 
 
@@ -107,6 +110,10 @@ class ScriptedServer:
         self.hang_s = 30.0
         self.required_key: str | None = None  # set: requests without this key get 401
         self.trickle_s = 60.0  # how long a ``trickle`` answer keeps dripping
+        # the context it reports: vLLM's ``max_model_len`` in /v1/models, llama.cpp's
+        # ``/props`` (default_generation_settings.n_ctx); None = not reported
+        self.max_model_len: int | None = DEFAULT_CONTEXT
+        self.props_n_ctx: int | None = None
         self.active_trickles = 0  # trickle answers still being written (the client is there)
         self._down_until = 0.0
         self._reopen_timer: threading.Timer | None = None
@@ -308,7 +315,13 @@ class ScriptedServer:
                 if self._dropped() or self._refused():
                     return
                 if self.path.rstrip("/").endswith("/models"):
-                    body = {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+                    entry = {"id": "scripted", "object": "model"}
+                    if server.max_model_len is not None:
+                        entry["max_model_len"] = server.max_model_len
+                    body = {"object": "list", "data": [entry]}
+                    self._send(200, json.dumps(body).encode())
+                elif self.path.rstrip("/") == "/props" and server.props_n_ctx is not None:
+                    body = {"default_generation_settings": {"n_ctx": server.props_n_ctx}}
                     self._send(200, json.dumps(body).encode())
                 else:
                     self._send(404, b'{"error": "not found"}')

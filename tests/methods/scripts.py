@@ -49,3 +49,29 @@ def extractor(req, tag):
     return reply({"items": [{"title": f"{kind} from {tag['task_id']}",
                              "description": f"When a task like {tag['task_id']} comes up.",
                              "content": f"A {kind} learned on {tag['task_id']} by {tag['agent']}."}]})
+
+
+def script_stage_roles(server) -> None:
+    """Scripted answers for every learning / judging role; agent ``bad`` never acts."""
+    server.agent_modes["bad"] = "nothing"
+    server.add_script("distiller", distiller)
+    server.add_script("verifier", verifier_all_approve)
+    server.add_script("judge", make_judge("last"))
+    server.add_script("self_judge", make_self_judge(lambda a: "success"))
+    server.add_script("extractor", extractor)
+
+
+def conversation_config(server, tmp_path, train: list[str], test: list[str], **benchmark) -> dict:
+    """EDV + ReasoningBank + Judge on airline in conversation mode: executors bad / good,
+    judge third."""
+    from edv_ray.testing.helpers import scripted_config
+
+    agents = [{"name": n, "model": "scripted", "prompt_strategy": "native_tools"}
+              for n in ("bad", "good", "third")]
+    return scripted_config(
+        server.base_url, tmp_path, method=["edv", "reasoning_bank", "judge"], agents=agents,
+        roles={"executors": ["bad", "good"], "judge": "third",
+               "user_simulator": {"model": "scripted"}},
+        benchmark={"domains": ["airline"], "split": "all", "task_ids": test, "num_tasks": None,
+                   "train_split": "all", "train_task_ids": train, "solo": "never", **benchmark},
+        edv={"n_executors": 2, "retrieval_tau": -1.0, "poison_per_task": 0})

@@ -8,7 +8,6 @@ from __future__ import annotations
 from edv_ray.testing.helpers import tau2_tasks
 from tests.methods import scripts
 from tests.methods.test_methods import roles_sent, run
-from edv_ray.testing.helpers import scripted_config
 
 TRAIN = ["7", "8"]
 TEST = ["2"]
@@ -22,21 +21,8 @@ def hidden_fragments(task) -> list[str]:
 
 
 def test_no_hidden_scenario_reaches_any_solver_or_judge(server, tmp_path):
-    server.agent_modes["bad"] = "nothing"
-    server.add_script("distiller", scripts.distiller)
-    server.add_script("verifier", scripts.verifier_all_approve)
-    server.add_script("judge", scripts.make_judge("last"))
-    server.add_script("self_judge", scripts.make_self_judge(lambda a: "success"))
-    server.add_script("extractor", scripts.extractor)
-    agents = [{"name": n, "model": "scripted", "prompt_strategy": "native_tools"}
-              for n in ("bad", "good", "third")]
-    cfg = scripted_config(
-        server.base_url, tmp_path, method=["edv", "reasoning_bank", "judge"], agents=agents,
-        roles={"executors": ["bad", "good"], "judge": "third",
-               "user_simulator": {"model": "scripted"}},
-        benchmark={"domains": ["airline"], "split": "all", "task_ids": TEST, "num_tasks": None,
-                   "train_split": "all", "train_task_ids": TRAIN, "solo": "never"},
-        edv={"n_executors": 2, "retrieval_tau": -1.0, "poison_per_task": 0})
+    scripts.script_stage_roles(server)
+    cfg = scripts.conversation_config(server, tmp_path, TRAIN, TEST)
     run_dir = run(cfg)
     tasks = {t.id: t for t in tau2_tasks("airline") if t.id in TRAIN + TEST}
     fragments = [f for t in tasks.values() for f in hidden_fragments(t)]

@@ -7,6 +7,7 @@ from typing import Any
 
 from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
 from edv_ray.envs.tau2 import tasks as T
+from edv_ray.prompts.budget import elide_middle
 
 
 def first_user_text(messages: list[dict[str, Any]]) -> str:
@@ -17,24 +18,31 @@ def first_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def agent_side(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages the agent took part in: the user's own tool calls and their results
+    (telecom's user-side device tools, requestor ``user``) are left out — the agent
+    never saw them, so neither do the roles that judge its run."""
+    return [m for m in messages
+            if not (m.get("role") == "user" and m.get("tool_calls"))
+            and not (m.get("role") == "tool" and m.get("requestor") == "user")]
+
+
 def render_transcript(messages: list[dict[str, Any]], max_chars: int) -> str:
-    """A compact, readable transcript of a τ²-bench message list (JSON dicts); over
-    ``max_chars`` the start (setup) and the end (outcome) are kept."""
+    """A readable transcript of a τ²-bench message list (JSON dicts) as the agent saw it:
+    one line per message or tool call, every tool result and message whole. Over
+    ``max_chars`` the evidence rule of :mod:`edv_ray.prompts.budget` shortens it (head
+    and final state kept, the middle elided with a marker)."""
     lines = []
-    for m in messages:
+    for m in agent_side(messages):
         role = m.get("role")
         if m.get("tool_calls"):
             for tc in m["tool_calls"]:
                 lines.append(f"{role} calls {tc.get('name')}({json.dumps(tc.get('arguments'))})")
         elif role == "tool":
-            lines.append(f"tool result: {(m.get('content') or '')[:300]}")
+            lines.append(f"tool result: {m.get('content') or ''}")
         elif m.get("content"):
-            lines.append(f"{role}: {m['content'][:600]}")
-    text = "\n".join(lines)
-    if len(text) > max_chars:
-        half = max(0, max_chars // 2)
-        text = text[:half] + "\n[...]\n" + text[-half:]
-    return text
+            lines.append(f"{role}: {m['content']}")
+    return elide_middle("\n".join(lines), max_chars)[0]
 
 
 class Tau2Env:
