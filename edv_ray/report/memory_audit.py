@@ -48,7 +48,7 @@ CRITERIA = ("groundedness", "actionability", "specificity", "noise_hallucination
 HIGHER_IS_BETTER = {"groundedness": True, "actionability": True, "specificity": True,
                     "noise_hallucination": False, "potential_harm": False}
 SHEET_COLUMNS = ("item_id", "method", "bank", "text", "source_task", *CRITERIA, "comment")
-MAX_TRAJECTORIES, TRAJECTORY_CHARS, TURN_CHARS = 3, 4000, 400
+MAX_TRAJECTORIES, TRAJECTORY_CHARS = 3, 4000
 
 
 class Score(BaseModel):
@@ -159,31 +159,33 @@ def source_task(it: AuditItem) -> str:
     return f"{head}\n{it.task_text}".strip()
 
 
-def render_trajectory(row: dict, limit: int = TRAJECTORY_CHARS) -> str:
-    """A compact record of one episode: each turn's role, text and tool calls (cut)."""
+def render_trajectory(row: dict, limit: int = TRAJECTORY_CHARS, env=None) -> str:
+    """One episode as the benchmark renders it for judging roles (``env``: the run's
+    environment — e.g. Mind2Web shows the agent's own previous actions, never gold
+    ones); without an environment, each turn's role, text and tool calls."""
     try:
         messages = json.loads(row.get("messages_json") or "[]")
     except ValueError:
         messages = []
+    if env is not None:
+        return env.render_trajectory(messages, limit)
     lines = []
     for m in messages:
         text = (m.get("content") or "").strip()
         for c in m.get("tool_calls") or []:
             fn = c.get("function") or c
             text += f" [call {fn.get('name')}({json.dumps(fn.get('arguments'), ensure_ascii=False)})]"
-        if len(text) > TURN_CHARS:
-            text = text[:TURN_CHARS] + " …"
         lines.append(f"{m.get('role', '?')}: {text.strip()}")
     body = "\n".join(lines)
     return body if len(body) <= limit else body[:limit] + "\n… (cut)"
 
 
-def build_prompt(it: AuditItem) -> str:
+def build_prompt(it: AuditItem, env=None) -> str:
     blocks = []
     for t in it.trajectories[:MAX_TRAJECTORIES]:
         outcome = "error" if t["success"] is None else ("success" if t["success"] else "failure")
         blocks.append(f'<trajectory id="{fence(t["episode_id"])}" agent="{fence(t["agent"])}" '
-                      f'outcome="{outcome}">\n{fence(render_trajectory(t))}\n</trajectory>')
+                      f'outcome="{outcome}">\n{fence(render_trajectory(t, env=env))}\n</trajectory>')
     if not blocks:
         blocks = ["(no source trajectory was found in the run)"]
     return render_prompt("report", PROMPT, method=fence(it.method), bank=fence(it.bank),
@@ -201,8 +203,20 @@ def _run_id(run_dir: Path) -> str:
         return run_dir.name
 
 
+def _env_of(run_dir: Path):
+    """The run's benchmark environment (its own trajectory rendering), if it can be read."""
+    from edv_ray.config import ConfigError, load_config
+    from edv_ray.envs.protocol import get_env
+
+    try:
+        return get_env(load_config(run_dir / "config.yaml").benchmark.name)
+    except (ConfigError, OSError, KeyError):  # a bare bank folder: rendered plainly
+        return None
+
+
 def score_item(it: AuditItem, client: LLMClient, endpoint: Endpoint, run_id: str, *,
-               retries: int, sampling: Sampling, json_mode: str, ledger: CallLedger) -> dict:
+               retries: int, sampling: Sampling, json_mode: str, ledger: CallLedger,
+               env=None) -> dict:
     """One rubric row: scores when the answer is valid JSON of the schema, else none."""
     from edv_ray.methods.jobkit import RoleBinding, ask_json, json_caller
 
@@ -214,7 +228,7 @@ def score_item(it: AuditItem, client: LLMClient, endpoint: Endpoint, run_id: str
                domain=it.domain, source_task_ids=it.task_ids, episode_ids=it.episode_ids)
     try:
         answer, attempts, error = ask_json(json_caller(client, binding, ctx, ledger),
-                                           build_prompt(it), RubricAnswer, retries)
+                                           build_prompt(it, env), RubricAnswer, retries)
     except LLMCallError as err:  # the endpoint failed: no score, the reason kept
         attempts = sum(1 for r in ledger.rows() if r["task_id"] == it.item_id)
         answer, error = None, f"{type(err).__name__}: {str(err)[:300]}"
@@ -240,11 +254,11 @@ def audit_run(run_dir: str | Path, endpoint: Endpoint, sample_per_method: int = 
     attach_provenance(run_dir, items)
     client = client or LLMClient(timeout_s=120.0, max_retries=2)
     sampling = sampling or Sampling(temperature=0.0, max_tokens=1024)
-    run_id, ledger = _run_id(run_dir), CallLedger()
+    run_id, ledger, env = _run_id(run_dir), CallLedger(), _env_of(run_dir)
     with ThreadPoolExecutor(max(1, concurrency)) as pool:
         rows = list(pool.map(lambda it: score_item(
             it, client, endpoint, run_id, retries=retries, sampling=sampling,
-            json_mode=json_mode, ledger=ledger), items))
+            json_mode=json_mode, ledger=ledger, env=env), items))
     now = dt.datetime.now(dt.timezone.utc).isoformat()
     for r in rows:
         r.update(run_id=run_id, judge_model=endpoint.model_name, prompt=PROMPT, seed=seed,

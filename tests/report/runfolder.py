@@ -50,7 +50,7 @@ def call(run_id, stage, role, agent, episode_id, epoch, prompt, completion) -> d
 
 def write_run(folder: Path, cfg: dict, episodes=(), calls=(), test_tasks=(), uses=()) -> Path:
     """``test_tasks``: (domain, task_id) of the test selection; ``uses``: (method, stage,
-    epoch, episode_id) rows."""
+    epoch, episode_id) rows (default: each episode used by the method that ran it)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     write_rows_atomic([{"agent": a["name"], "model": "m", "prompt_strategy": "native_tools",
@@ -67,11 +67,15 @@ def write_run(folder: Path, cfg: dict, episodes=(), calls=(), test_tasks=(), use
         for stage, rs in by.items():
             write_rows_atomic([{k: r.get(k) for k in schema.names} for r in rs],
                               folder / name / f"stage={stage}" / "part.parquet", schema)
+    # a real run lists every episode a method used; by default each episode is used by
+    # the method that ran it
+    uses = uses or [(r["method"], r["stage"], r["epoch"], r["episode_id"])
+                    for r in episodes if r.get("method")]
     by_method = {}
     for method, stage, epoch, eid in uses:
         by_method.setdefault(method, []).append({"run_id": cfg["run_id"], "stage": stage,
                                                  "epoch": epoch, "episode_id": eid,
-                                                 "memory_key": None})
+                                                 "memory_key": None, "condition": ""})
     for method, rows in by_method.items():
         write_rows_atomic(rows, folder / "uses" / f"method={method}" / "part.parquet", USES_SCHEMA)
     return folder
