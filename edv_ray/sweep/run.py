@@ -151,7 +151,7 @@ def _run_variants(sweep, folder, variants, configs, done, pool, names, console,
             record(v, "incomplete", f"{result.errors} episode(s) ended as errors, "
                                     f"{len(result.unfinished)} stage step(s) unfinished")
 
-    def worker() -> None:
+    def worker(done: threading.Event) -> None:
         me = threading.get_ident()
         try:
             while True:
@@ -170,20 +170,21 @@ def _run_variants(sweep, folder, variants, configs, done, pool, names, console,
                         running.pop(me, None)
         except KeyboardInterrupt:  # only ever sent by the main thread (see _interrupt)
             pass
+        finally:
+            done.set()
 
-    threads = [threading.Thread(target=worker, name=f"edv-sweep-{i}", daemon=True)
-               for i in range(min(sweep.parallel, todo.qsize()))]
-    for t in threads:
-        t.start()
+    finished = [threading.Event() for _ in range(min(sweep.parallel, todo.qsize()))]
+    for i, done in enumerate(finished):
+        threading.Thread(target=worker, args=(done,), name=f"edv-sweep-{i}", daemon=True).start()
     try:
-        _join(threads)
+        _wait(finished)
     except KeyboardInterrupt:
         with lock:
             stop.set()
             for thread_id in running:
                 _interrupt(thread_id)
         console.print("[yellow]interrupted: stopping the running variant(s)…[/]")
-        _join(threads)  # a second Ctrl-C leaves at once (the threads are daemons)
+        _wait(finished)  # a second Ctrl-C leaves at once (the threads are daemons)
         for v in variants:
             status = outcomes.get(v.run_id, {}).get("status")
             if status in (None, "running"):
@@ -192,7 +193,11 @@ def _run_variants(sweep, folder, variants, configs, done, pool, names, console,
     return outcomes
 
 
-def _join(threads: list[threading.Thread]) -> None:
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)  # in slices: Ctrl-C reaches the main thread while it waits
+def _wait(finished: list[threading.Event]) -> None:
+    """Wait for the variant threads, in slices (Ctrl-C reaches the main thread while it
+    waits). Not ``Thread.join``: on Python 3.11 a Ctrl-C inside ``join`` can release the
+    joined thread's state lock and mark it stopped while it still runs (seen here: the
+    sweep left while a variant was still stopping)."""
+    for done in finished:
+        while not done.wait(0.2):
+            pass
