@@ -10,7 +10,9 @@
   edv audit RUN_DIR --model-endpoint URL --model NAME [--sample 20]
                                LLM rubric over a sample of each method's memory, plus a
                                CSV sheet for human raters (edv audit-import RUN_DIR FILE.csv)
-  edv sweep SWEEP.yaml          base config × axes, servers started once (re-run to resume)
+  edv sweep SWEEP.yaml [--accept-changed]
+                               base config × axes, servers started once per model setting
+                               (re-run to resume; Ctrl-C stops every variant)
   edv compare RUN_DIR... | SWEEP_DIR [--out DIR] [--pool] [--baseline M] [--epoch N]
                                a row per run × method × agent (runs pooled only with
                                --pool), intervals that know the task clustering, paired
@@ -47,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="run a sweep (base config × axes) on shared servers")
     sw.add_argument("sweep", help="sweep YAML (re-run it to resume)")
     sw.add_argument("--no-progress", action="store_true")
+    sw.add_argument("--accept-changed", action="store_true",
+                    help="resume although the sweep file changed (started variants keep "
+                    "the config they started with)")
     c = sub.add_parser("compare", help="compare runs (or a sweep): tables, intervals, plots")
     c.add_argument("paths", nargs="+", help="run folders and/or sweep folders")
     c.add_argument("--out", help="output folder (default: SWEEP/compare or runs/compare-TIME)")
@@ -72,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from edv_ray.config import ConfigError
 
@@ -88,14 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "compare":
             return _compare(args, console)
         if args.cmd == "sweep":
-            from edv_ray.sweep import run_sweep
-
-            results = run_sweep(args.sweep, console=console, show_progress=not args.no_progress)
-            bad = {k: v for k, v in results.items() if isinstance(v, str) or not v.complete}
-            for k, v in bad.items():
-                console.print(f"[yellow]{k}: {v if isinstance(v, str) else 'incomplete'}[/]")
-            console.print(f"sweep: {len(results) - len(bad)}/{len(results)} variant(s) complete")
-            return 0 if not bad else 4
+            return _sweep(args, console, err)
         if args.cmd in ("audit", "audit-import"):
             from edv_ray.report.memory_audit_cli import run_cli
 
@@ -125,8 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"run folder: {run_dir}")
         return 0 if result.complete else 4
     except ConfigError as e:
-        from rich.markup import escape
-
         err.print(f"[red]error:[/] {escape(str(e))}")  # a folder name is text, not markup
         return 2
     except Exception as e:  # a server that cannot start: one message, its log tail included
@@ -142,6 +139,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted: resume with `edv run --resume RUN_DIR`")
         return 130
+
+
+def _sweep(args, console, err) -> int:
+    """Run or resume a sweep: 0 all variants complete, 4 some not, 130 on Ctrl-C."""
+    import shlex
+
+    from rich.markup import escape
+
+    from edv_ray.sweep import run_sweep
+
+    again = f"edv sweep {shlex.quote(args.sweep)}" + (" --accept-changed" if args.accept_changed else "")
+    try:
+        outcomes = run_sweep(args.sweep, console=console, show_progress=not args.no_progress,
+                             accept_changed=args.accept_changed)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: resume with `{escape(again)}`")
+        return 130
+    bad = {k: o for k, o in outcomes.items() if o["status"] != "complete"}
+    for k, o in bad.items():
+        detail = f" ({o['detail']})" if o["detail"] else ""
+        console.print(f"[yellow]{escape(k)}: {escape(o['status'] + detail)}[/]")
+    console.print(f"sweep: {len(outcomes) - len(bad)}/{len(outcomes)} variant(s) complete"
+                  + (f" — resume with `{escape(again)}`" if bad else ""))
+    return 0 if not bad else 4
 
 
 def _report(run_dir: Path, console) -> None:

@@ -15,7 +15,8 @@ logs one history step per update, read from the run folder through
 
 A sweep variant is grouped: ``RUN_DIR/axes.json`` (``{"_sweep_id": ..., axis: value}``)
 gives the W&B ``group`` and extra config keys. At the end the report tables, the report
-PNGs (``RUN_DIR/report/*.png``) and a summary are logged.
+PNGs (``RUN_DIR/report/*.png``) and a summary are logged. W&B ids, steps across resumes
+and many runs in one process (a sweep's parallel variants): :mod:`.wandb_session`.
 
 Never fails or slows a run: every W&B call runs on one background thread of the driver
 (``wandb.init`` included), updates queued while it is busy collapse into one, and the
@@ -35,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from edv_ray.config import RunConfig
+from edv_ray.report import wandb_session
 
 FINISH_WAIT_S = 120.0  # the most the driver waits at the end for W&B to write its files
-SETTINGS = dict(console="off", x_disable_stats=True, quiet=True, silent=True,
-                reinit="create_new", init_timeout=60.0)
 
 
 def wandb_mode(cfg: RunConfig) -> str:
@@ -154,7 +154,7 @@ class Tracker:
         self.enabled = self.mode != "disabled"
         self.failure: str | None = None  # the error that switched tracking off
         self._reported: set[str] = set()
-        self._run = None
+        self._session: wandb_session.Session | None = None
         self._q: queue.Queue = queue.Queue()
         self._batches = self._stages = 0
         self._last_stage = ""
@@ -215,10 +215,10 @@ class Tracker:
         if self.failure is None:
             self.failure = f"{type(err).__name__}: {str(err)[:300]}"
         self.enabled = False
-        run, self._run = self._run, None
-        if run is not None and threading.current_thread() is self._thread:
+        session, self._session = self._session, None
+        if session is not None and threading.current_thread() is self._thread:
             try:
-                run.finish(exit_code=1)
+                wandb_session.close(session, exit_code=1)
             except Exception:  # already switched off: nothing more to do
                 pass
 
@@ -271,16 +271,13 @@ class Tracker:
             self._fail(err)
 
     def _init(self) -> None:
-        import wandb
-
         t0 = time.monotonic()
         sweep, axes = read_axes(self.run_dir)
         config = {**self.cfg.model_dump(mode="json"), **axes}
         if sweep is not None:
             config["sweep_id"] = sweep
-        self._run = wandb.init(project=self.cfg.wandb.project, name=self.run_id, id=self.run_id,
-                               dir=str(self.run_dir), mode=self.mode, config=config,
-                               group=sweep, resume="allow", settings=wandb.Settings(**SETTINGS))
+        self._session = wandb_session.start(self.cfg.wandb.project, self.run_id, self.run_dir,
+                                            self.mode, config, group=sweep)
         self.stats["init_s"] = time.monotonic() - t0
 
     def _metrics(self) -> dict:
@@ -297,7 +294,7 @@ class Tracker:
         metrics.update(progress)
         metrics["progress/elapsed_s"] = time.monotonic() - self._t0
         t1 = time.monotonic()
-        self._run.log(metrics)
+        self._session.log(metrics)
         t2 = time.monotonic()
         self.stats["snapshots"] += 1
         self.stats["snapshot_s_max"] = max(self.stats["snapshot_s_max"], t2 - t0)
@@ -308,22 +305,12 @@ class Tracker:
         logged, summary = end_payload(tables or {})
         logged.update(report_images(self.run_dir))
         if logged:
-            self._run.log(logged)
+            self._session.log(logged)
         summary["last_stage"] = self._last_stage
         summary.update({f"tracking/{k}": v for k, v in self.stats.items() if v is not None})
-        self._run.summary.update(summary)
-        run, self._run = self._run, None
-        run.finish(exit_code=0 if tables is not None else 1)
-        flush_files()
-
-
-def flush_files() -> None:
-    """Wait until W&B's service has written the run's files: ``run.finish()`` returns
-    before the service closes its transaction log (measured: a reader right after it
-    found records missing), ``wandb.teardown()`` waits for it. Only the driver uses W&B."""
-    import wandb
-
-    wandb.teardown()
+        self._session.run.summary.update(summary)
+        session, self._session = self._session, None
+        wandb_session.close(session, exit_code=0 if tables is not None else 1)
 
 
 def log_run(cfg: RunConfig, run_id: str, run_dir: Path, tables: dict) -> None:
@@ -332,18 +319,16 @@ def log_run(cfg: RunConfig, run_id: str, run_dir: Path, tables: dict) -> None:
     mode = wandb_mode(cfg)
     if mode == "disabled":
         return
-    import wandb
-
     sweep, axes = read_axes(run_dir)
-    run = wandb.init(project=cfg.wandb.project, name=run_id, id=run_id, dir=str(run_dir),
-                     mode=mode, config={**cfg.model_dump(mode="json"), **axes}, group=sweep,
-                     resume="allow", settings=wandb.Settings(**SETTINGS))
+    session = wandb_session.start(cfg.wandb.project, run_id, run_dir, mode,
+                                  {**cfg.model_dump(mode="json"), **axes}, group=sweep)
+    exit_code = 1
     try:
         logged, summary = end_payload(tables)
         logged.update(report_images(run_dir))
         if logged:
-            run.log(logged)
-        run.summary.update(summary)
+            session.log(logged)
+        session.run.summary.update(summary)
+        exit_code = 0
     finally:
-        run.finish()
-        flush_files()
+        wandb_session.close(session, exit_code)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import io
 import json
-import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from rich.console import Console
 
 from edv_ray import pipeline
 from edv_ray.config import load_config_dict
+from edv_ray.testing import wandb_log
 from edv_ray.testing.helpers import scripted_config
 from tests.methods import scripts
 
@@ -45,48 +47,8 @@ def run(cfg_dict, console=None, before=None):
     return run_dir, result
 
 
-# ---- W&B's offline transaction log (a LevelDB-style log of protobuf Records) ----------
-BLOCK, HEADER = 32768, 7
-
-
-def wandb_records(path: Path):
-    """Every Record in a ``.wandb`` file: a 7-byte file header (":W&B", magic, version),
-    then 32 KiB blocks of chunks (crc32, length, type: 1 full, 2 first, 3 middle, 4 last)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", "not a W&B transaction log"
-    pos, buf = HEADER, b""
-    while pos + HEADER <= len(data):
-        left = BLOCK - pos % BLOCK
-        if left < HEADER:  # block trailer: padding
-            pos += left
-            continue
-        _crc, n, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
-        if kind == 0:
-            pos += left
-            continue
-        chunk, pos = data[pos + HEADER:pos + HEADER + n], pos + HEADER + n
-        if kind in (1, 4):
-            rec = pb.Record()
-            rec.ParseFromString(buf + chunk if kind == 4 else chunk)
-            buf = b""
-            yield rec
-        else:
-            buf = chunk if kind == 2 else buf + chunk
-
-
-def history(records) -> list[dict]:
-    out = []
-    for r in records:
-        if r.WhichOneof("record_type") == "history":
-            out.append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                        for i in r.history.item})
-    return out
-
-
 def offline_log(run_dir: Path) -> Path:
-    files = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    files = wandb_log.offline_logs(run_dir)
     assert len(files) == 1, files
     return files[0]
 
@@ -105,7 +67,7 @@ def test_history_is_written_while_the_run_goes(server, tmp_path, monkeypatch):
     run_dir, result = run(config(server, tmp_path, ["no_memory", "edv"]), before=write_axes)
     tables = result.tables
     assert tables["method_pass_at_1"]
-    records = list(wandb_records(offline_log(run_dir)))
+    records = list(wandb_log.records(offline_log(run_dir)))
     kinds = [r.WhichOneof("record_type") for r in records]
     # grouped by the sweep, axes as config keys
     meta = next(r.run for r in records if r.WhichOneof("record_type") == "run")
@@ -114,7 +76,7 @@ def test_history_is_written_while_the_run_goes(server, tmp_path, monkeypatch):
     assert config_keys["pool"] == "bad+good" and config_keys["edv.epochs"] == 1
     assert "seed" in config_keys and "edv" in config_keys  # the run config is there too
 
-    hist = history(records)
+    hist = wandb_log.history(records)
     steps = [h["_step"] for h in hist]
     assert steps == sorted(steps) and len(set(steps)) == len(steps) and len(hist) >= 3
     # the report CSVs are written after every method finished, before Tracker.finish:
@@ -194,7 +156,9 @@ def test_log_failure_mid_run_switches_tracking_off(tmp_path, monkeypatch):
             self.logged, self.finished = 0, []
             self.summary = {}
 
-        def log(self, data):
+        step = 0
+
+        def log(self, data, step=None):
             self.logged += 1
             raise OSError("disk full")
 
@@ -240,7 +204,9 @@ def test_abort_closes_the_run_as_failed(tmp_path, monkeypatch):
         def __init__(self):
             self.logged, self.finished, self.summary = [], [], {}
 
-        def log(self, data):
+        step = 0
+
+        def log(self, data, step=None):
             self.logged.append(data)
 
         def finish(self, exit_code=None):
@@ -248,7 +214,7 @@ def test_abort_closes_the_run_as_failed(tmp_path, monkeypatch):
 
     fake = Run()
     monkeypatch.setattr(wandb, "init", lambda *a, **k: fake)
-    monkeypatch.setattr(tracking, "flush_files", lambda: None)
+    monkeypatch.setattr(tracking.wandb_session, "flush_files", lambda: None)
     monkeypatch.setenv("WANDB_MODE", "offline")
     cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path))
     t = tracking.Tracker(cfg, "t", tmp_path)
@@ -256,3 +222,76 @@ def test_abort_closes_the_run_as_failed(tmp_path, monkeypatch):
     t.abort()
     assert fake.finished == [1] and fake.logged and fake.logged[-1]["progress/stages_done"] == 1
     assert fake.summary["last_stage"] == "distill" and t.failure is None
+
+
+# ---- many runs in one process, resumes and re-runs (real W&B, offline files read back)
+def tracker(tmp_path, folder: str, run_id: str):
+    """A Tracker of an empty run folder (its live metrics are empty: progress keys only)."""
+    from edv_ray.report import tracking
+
+    cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path))
+    run_dir = tmp_path / folder
+    run_dir.mkdir(exist_ok=True)
+    return tracking.Tracker(cfg, run_id, run_dir, console=Console(quiet=True))
+
+
+def wait_for(cond, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def progress(recs) -> list[int]:
+    return [h["progress/batches"] for h in wandb_log.history(recs) if "progress/batches" in h]
+
+
+def test_parallel_runs_keep_their_history_when_one_finishes_first(tmp_path, monkeypatch):
+    """A sweep's parallel variants share W&B's service: the first to finish must not end
+    the others' runs (it used to call wandb.teardown(), which finishes every open run)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    ts = [tracker(tmp_path, f"v{i}", f"v{i}") for i in range(3)]
+    for t in ts:
+        t.episodes_done(None)
+    wait_for(lambda: all(t.stats["snapshots"] >= 1 for t in ts))
+    ts[0].finish({})  # the first variant ends while the others still log
+    for t in ts[1:]:
+        t.episodes_done(None)
+    wait_for(lambda: all(t.stats["snapshots"] >= 2 or not t.enabled for t in ts[1:]))
+    threads = [threading.Thread(target=t.finish, args=({},)) for t in ts[1:]]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i, t in enumerate(ts):
+        assert t.failure is None, t.failure
+        recs = list(wandb_log.records(offline_log(tmp_path / f"v{i}")))
+        assert progress(recs)[-1] == (1 if i == 0 else 2)
+        assert wandb_log.exit_code(recs) == 0
+        assert wandb_log.summary(recs)["tracking/driver_calls"] == (1 if i == 0 else 2)
+
+
+def test_resume_continues_the_run_and_a_rerun_starts_a_new_one(tmp_path, monkeypatch):
+    """Resuming a folder resumes its W&B run with steps going on (offline W&B restarted
+    `_step` at 0); a new run with the same run_id gets its own W&B run (a fixed run_id
+    used to append every re-run to one W&B run)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    first = tracker(tmp_path, "a", "same")
+    first.episodes_done(None)
+    wait_for(lambda: first.stats["snapshots"] >= 1)
+    first.episodes_done(None)
+    first.finish({})
+    again = tracker(tmp_path, "a", "same")  # `edv run --resume a`
+    again.episodes_done(None)
+    again.finish({})
+    other = tracker(tmp_path, "b", "same")  # the same config run again elsewhere
+    other.finish({})
+    sessions = [list(wandb_log.records(p)) for p in wandb_log.offline_logs(tmp_path / "a")]
+    assert len(sessions) == 2
+    ids = [wandb_log.run_record(r).run_id for r in sessions]
+    rerun_id = wandb_log.run_record(list(wandb_log.records(offline_log(tmp_path / "b")))).run_id
+    assert ids[0] == ids[1] and ids[0].startswith("same-") and rerun_id.startswith("same-")
+    assert rerun_id != ids[0]
+    steps = [[h["_step"] for h in wandb_log.history(r)] for r in sessions]
+    assert steps[0] and steps[1] and max(steps[0]) < min(steps[1])
+    assert steps[1] == sorted(steps[1])
