@@ -173,6 +173,16 @@ def test_ablation_rows_differ_in_the_factors_they_name():
         assert changed and changed <= named, f"{path.name} also changes {changed - named}"
     for s in sections[:3]:  # the self rows stage the trap: no grade shown
         assert not s["distiller_sees_reward"] and not s["verifiers_see_reward"]
+    from edv_ray.sweep import load_sweep
+
+    for sweep in ("ablation_embedded.yaml", "ablation_paper.yaml"):
+        _, variants = load_sweep(Path("experiments/sweeps") / sweep)
+        edv = [v.config.section("edv").model_dump() for v in variants]
+        assert len(edv) == 6
+        for prev, cur in zip(edv, edv[1:]):
+            changed = {k for k in cur if cur[k] != prev[k]}
+            assert changed and changed <= named, f"{sweep}: {changed - named}"
+        assert not any(e["distiller_sees_reward"] or e["verifiers_see_reward"] for e in edv)
 
 
 def test_task_types_from_what_the_agent_observes(server, tmp_path):
