@@ -151,7 +151,7 @@ class SimulationProfile(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _agents_named(self) -> "SimulationProfile":
+    def _agents_named(self) -> SimulationProfile:
         if not self.agents and self.default_agent is None:
             self.default_agent = AgentProfile()  # `simulation: {}` → every agent at 0.5
         return self

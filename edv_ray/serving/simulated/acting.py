@@ -26,7 +26,7 @@ def episode_key(profile, tag: dict[str, str], req: dict[str, Any]) -> str:
     """Whose and which episode's randomness this is (see ``draw_identity``)."""
     eid = tag.get("episode_id", "")
     if profile.draw_identity == "agent":
-        return "|".join(map(str, (profile.seed, "act", req.get("seed"), eid)))
+        return "|".join(map(str, (profile.seed, "act", eid)))
     m = _EPISODE.match(eid)
     stage, epoch = (m["stage"], m["epoch"]) if m else (eid, "")
     return "|".join(map(str, (profile.seed, "act", req.get("model"), req.get("seed"), stage, epoch,
@@ -58,7 +58,7 @@ class Acting:
             acc += w
             if u < acc:
                 return mode
-        return sorted(weights)[-1]
+        return max(weights)
 
     def agent(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
         success, key, _p = self.decide(req, tag)

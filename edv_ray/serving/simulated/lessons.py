@@ -9,12 +9,12 @@ import re
 
 from edv_ray.serving.simulated.codec import choose, strip_marks, uniform
 
-_STOP = set("""a an the and or but if then else of to in on at by for with from into about as is are
-was were be been being it its this that these those i you he she we they me my your our their
-his her them us do does did done have has had can could would should will shall may might must
-not no yes please thanks thank hi hello need needs want wants like also just so very some any
-all each user customer
-there here what which who whom when where why how than too own same other such only""".split())
+_STOP = frozenset("""a an the and or but if then else of to in on at by for with from into about as
+is are was were be been being it its this that these those i you he she we they me my your our
+their his her them us do does did done have has had can could would should will shall may might
+must not no yes please thanks thank hi hello need needs want wants like also just so very some
+any all each user customer there here what which who whom when where why how than too own same
+other such only""".split())
 
 # (title, rule when correct, rule when wrong): {tool}, {kw}, {kw2} are filled in
 ASPECTS = [

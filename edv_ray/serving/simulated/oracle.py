@@ -81,7 +81,8 @@ class Oracle:
     def planned_success(self, agent: str, domain: str, task_id: str, trial: int, episode_id: str,
                         items: list[str] = (), request_seed: int | None = None,
                         model: str | None = None) -> bool:
-        """The engine's decision for one episode, as the server will draw it."""
+        """The engine's decision for one episode, as the server draws it (``request_seed`` and
+        ``model``, the served name, matter only with ``draw_identity: request_seed``)."""
         tag = {"agent": agent, "domain": domain, "task_id": task_id, "trial": str(trial),
                "episode_id": episode_id}
         p = self.success_probability(agent, domain, self.task_type(domain, task_id), list(items))

@@ -10,12 +10,28 @@ an experience's text (``rule``, ``content``, …) get the caller's truth tag app
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from collections.abc import Callable
+from typing import Any
 
 from edv_ray.serving.simulated.codec import uniform
 
 TAGGED_FIELDS = ("rule", "content", "lesson", "experience", "text", "strategy")
 _SHORT_FIELDS = ("pick", "label", "id", "name", "status", "answer", "choice")
+
+
+def number(node: dict[str, Any], integer: bool, u: float) -> int | float:
+    """A number within the node's bounds (inclusive or exclusive)."""
+    step = 1 if integer else 1e-6
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if lo is None and "exclusiveMinimum" in node:
+        lo = node["exclusiveMinimum"] + step
+    if hi is None and "exclusiveMaximum" in node:
+        hi = node["exclusiveMaximum"] - step
+    lo = 0 if lo is None else lo
+    hi = lo + 10 if hi is None else hi
+    value = lo + (hi - lo) * u
+    return max(math.ceil(lo), min(math.floor(hi), round(value))) if integer else value
 
 
 def fill(schema: dict[str, Any], words: list[str], key: str,
@@ -40,7 +56,7 @@ def fill(schema: dict[str, Any], words: list[str], key: str,
                 options = [resolve(o) for o in node[branch]]
                 options = [o for o in options if o.get("type") != "null"] or options
                 return make(options[0], path, name)
-        if "allOf" in node and node["allOf"]:
+        if node.get("allOf"):
             return make(node["allOf"][0], path, name)
         if "const" in node:
             return node["const"]
@@ -59,10 +75,7 @@ def fill(schema: dict[str, Any], words: list[str], key: str,
         if kind == "boolean":
             return uniform(key, path, "bool") < 0.5
         if kind in ("integer", "number"):
-            lo = node.get("minimum", node.get("exclusiveMinimum", 0))
-            hi = node.get("maximum", node.get("exclusiveMaximum", lo + 10))
-            value = lo + (hi - lo) * uniform(key, path, "num")
-            return int(round(value)) if kind == "integer" else round(value, 3)
+            return number(node, kind == "integer", uniform(key, path, "num"))
         short = name.lower() in _SHORT_FIELDS
         text = sentence(path, 1 if short else 12)
         if tag is not None and name.lower() in TAGGED_FIELDS:

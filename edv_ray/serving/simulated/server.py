@@ -33,9 +33,13 @@ ACTING_ROLES = ("agent", "user_sim")
 
 
 def parse_tag(user_field: str | None) -> dict[str, str]:
+    """``edv|role|agent|domain|task_id|trial|episode_id`` → fields. Task ids may hold ``|``
+    (τ²-bench telecom's do); the other fields never do."""
     parts = (user_field or "").split("|")
-    keys = ["edv", "role", "agent", "domain", "task_id", "trial", "episode_id"]
-    return dict(zip(keys, parts)) if parts and parts[0] == "edv" else {}
+    if len(parts) < 7 or parts[0] != "edv":
+        return {}
+    return dict(edv="edv", role=parts[1], agent=parts[2], domain=parts[3],
+                task_id="|".join(parts[4:-2]), trial=parts[-2], episode_id=parts[-1])
 
 
 class BadRequest(ValueError):
@@ -62,8 +66,8 @@ class Simulator:
             if tag["role"] == "user_sim":
                 return self.acting.user(req, tag)
             return {"role": "assistant", "content": self.stages.answer(req, tag)}
-        except UnknownAgent as err:
-            raise BadRequest(str(err.args[0])) from None
+        except (UnknownAgent, KeyError) as err:  # no profile entry, task or benchmark section
+            raise BadRequest(str(err.args[0] if err.args else err)) from None
 
     def warm_up(self) -> None:
         """Load what τ²-bench episodes need before the first request."""

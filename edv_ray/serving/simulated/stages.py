@@ -4,7 +4,7 @@ has no model of, a valid object of the request's JSON schema.
 
 What an answer is shaped like comes from the request's schema (its property names), else
 from the role in the tag. Every draw is keyed by the profile's seed, the role, the agent,
-the request's seed, the job's id and a hash of the prompt, so a retried or resumed job
+the job's id and a hash of the prompt, so a retried or resumed job
 gets the same answer.
 """
 
@@ -18,7 +18,13 @@ from edv_ray.serving.simulated import planted as P
 from edv_ray.serving.simulated.codec import uniform
 from edv_ray.serving.simulated.lessons import keywords, lessons
 from edv_ray.serving.simulated.outcomes import contrast, mislabeled, read_runs
-from edv_ray.serving.simulated.prompt_read import at_most, blocks, section, text_of, without_blocks
+from edv_ray.serving.simulated.prompt_read import (
+    at_most,
+    blocks,
+    section,
+    text_of,
+    without_blocks,
+)
 from edv_ray.serving.simulated.schema_fill import fill
 
 
@@ -50,8 +56,8 @@ class StageAnswers:
         role, agent = tag.get("role", ""), tag.get("agent", "")
         prompt = text_of(req.get("messages") or [], "user")
         digest = hashlib.sha1(prompt.encode()).hexdigest()[:16]
-        key = "|".join(map(str, (self.sim.profile.seed, role, agent, req.get("seed"),
-                                 tag.get("episode_id", ""), digest)))
+        key = "|".join(map(str, (self.sim.profile.seed, role, agent, tag.get("episode_id", ""),
+                                 digest)))
         kind = kind_of(req, role)
         if kind == "pick" and "<attempt" in prompt and "<run" not in prompt:
             kind = "rb_pick"

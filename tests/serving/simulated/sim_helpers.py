@@ -81,3 +81,23 @@ def profile(**kw: Any) -> dict:
     base = {"agents": {a: {"success": {"default": 0.5}} for a in ("a", "b", "c")}}
     base.update(kw)
     return base
+
+
+def play_file(endpoint: Endpoint, bench: dict, task, agent: str = "a", trial: int = 0,
+              experiences: list[str] | None = None):
+    """One real Mind2Web / MMTB episode (the benchmark's own play and metrics)."""
+    from edv_ray.config import parse_benchmark
+    from edv_ray.envs.protocol import get_env
+
+    b = parse_benchmark(bench)
+    domain = b.domains[0]
+    spec = EpisodeSpec(run_id="test", stage="execute", method="m", benchmark=bench, domain=domain,
+                       task_id=task.id, task_type=domain, trial=trial, agent=agent, model="sim",
+                       prompt_strategy="text_tools", sampling=Sampling(), agent_endpoint=endpoint,
+                       solo=True)
+    binding = ModelBinding(CLIENT, endpoint, Sampling(),
+                           ctx("agent", agent, domain, task.id, trial=trial, eid=spec.episode_id),
+                           CallLedger(), None)
+    exps = list(experiences or [])
+    return get_env(b.name).run_episode(b, spec, task, binding, None,
+                                       (lambda observed: exps) if exps else None)

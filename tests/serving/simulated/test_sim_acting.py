@@ -8,7 +8,13 @@ import pytest
 
 from edv_ray.serving.simulated.oracle import Oracle
 from edv_ray.testing.helpers import tau2_tasks
-from tests.serving.simulated.sim_helpers import play_tau2, profile, serving, within
+from tests.serving.simulated.sim_helpers import (
+    play_file,
+    play_tau2,
+    profile,
+    serving,
+    within,
+)
 
 # mock tasks whose gold path succeeds and whose planted failures fail (solo: a ticket)
 SOLO = ["create_task_1", "update_task_1", "impossible_task_1", "update_task_with_initialization_actions"]
@@ -100,3 +106,55 @@ def test_unknown_agent_is_refused_with_a_clear_error():
     with serving({"agents": {"a": {}}}) as (_sim, ep):
         with pytest.raises(LLMCallError, match="no entry in the simulation profile"):
             play_tau2(ep, "zed", TASKS["create_task_1"])
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures"
+
+
+@pytest.mark.parametrize("name", ["mind2web", "mmtb"])
+def test_file_benchmarks_end_as_planned(name):
+    """Mind2Web rounds and MMTB missions played through the benchmarks' own episode code:
+    every feasible task ends as the engine decided."""
+    from edv_ray.config import parse_benchmark
+    from edv_ray.envs.protocol import get_env
+    from edv_ray.runtime.spec import episode_id
+
+    bench = {"name": name, "data_dir": str(FIXTURES / name)}
+    splits = ("train", "test_task", "test_website", "test_domain") if name == "mind2web" else ("all",)
+    env, b = get_env(name), parse_benchmark(bench)
+    tasks = [t for s in splits for t in env.select_tasks(b, s, None, None)[name]]
+    prof = profile(agents={"a": {"success": {"default": 0.5}}})
+    oracle = Oracle(prof, [bench])
+    seen = {True: 0, False: 0}
+    with serving(prof, [bench]) as (_sim, ep):
+        for task in tasks:
+            for trial in range(6):
+                out = play_file(ep, bench, task, trial=trial)
+                planned = oracle.planned_success("a", name, task.id, trial,
+                                                 episode_id("execute", 0, name, task.id, trial, "a"))
+                # a step with no positive in the top-k, or a single candidate, cannot be
+                # solved by anyone (fixtures tt-2, tt-3): the benchmark's truth wins
+                steps = out.reward_detail.get("steps", [])
+                if any(s["reason"] in ("no_positive_in_top_k", "single_candidate") for s in steps):
+                    assert not out.success
+                    continue
+                assert out.success == planned, (task.id, trial)
+                seen[planned] += 1
+    assert seen[True] >= 3 and seen[False] >= 3
+
+
+def test_draw_identity_request_seed_makes_same_seed_agents_act_alike():
+    """A real model with one seed answers alike whoever calls it: with draw_identity
+    request_seed two agents of one model sent the same seed share their luck (so a pool
+    whose per-agent seeds get overwritten shows it), with different seeds they do not."""
+    def outcomes(identity: str, seeds: tuple[int, int]) -> tuple[list[bool], list[bool]]:
+        prof = profile(draw_identity=identity)
+        with serving(prof) as (_sim, ep):
+            return tuple([play_tau2(ep, agent, TASKS["update_task_1"], trial=t, seed=seed).success
+                          for t in range(30)] for agent, seed in zip(("a", "b"), seeds))
+    a, b = outcomes("request_seed", (5, 5))
+    assert a == b
+    a, b = outcomes("request_seed", (5, 6))
+    assert a != b
+    a, b = outcomes("agent", (5, 5))
+    assert a != b

@@ -119,9 +119,9 @@ def test_verifier_approval_and_self_confirmation_bias(world):
             ok += r.approve
         return ok, n
 
-    correct = lambda k: tags.item_tag(True, "mock/mock", "c", f"x{k}")  # noqa: E731
-    wrong = lambda k: tags.item_tag(False, "mock/mock", "c", f"y{k}")  # noqa: E731
-    own_wrong = lambda k: tags.item_tag(False, "mock/mock", "lose", f"z{k}")  # noqa: E731
+    correct = lambda k: tags.item_tag(True, "mock/mock", "c", f"x{k}")
+    wrong = lambda k: tags.item_tag(False, "mock/mock", "c", f"y{k}")
+    own_wrong = lambda k: tags.item_tag(False, "mock/mock", "lose", f"z{k}")
     assert within(*rate(correct, "win", [runs["win"]]), 0.9)
     assert within(*rate(wrong, "win", [runs["win"]]), 0.1)
     assert within(*rate(wrong, "lose", [runs["lose"]]), 0.5)  # its own run failed: +0.4
