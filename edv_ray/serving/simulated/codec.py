@@ -4,7 +4,7 @@
   (the profile's seed, who, which episode, what is decided), so a resumed run or a
   restarted server answers the same.
 * **Item tags** ride in the text of every experience the engine writes (a lesson's rule,
-  a ReasoningBank item's content): ``[ref <24 base32 chars>]`` — the item's planted truth
+  a ReasoningBank item's content): ``[ref <30 consonants>]`` — the item's planted truth
   (correct or wrong), its source task's planted type and its writer, encrypted and
   authenticated with a key derived from the profile's ``secret`` (HMAC-SHA256). The
   framework never reads them; the engine decodes them when the item is retrieved into
@@ -14,19 +14,21 @@
   its agent, so the engine, as distiller, verifier or judge, knows the truth of a run
   whose reward it is not shown.
 
-Tokens use lowercase base32 (no ``<``, ``>`` or ``&``), so fencing leaves them intact.
+Tokens are 16 lowercase consonants (a nibble each): fencing leaves them intact, and they
+hold no digit or word a benchmark could mistake for information the agent gave (τ²-bench's
+communicate check is a substring match).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import re
 from dataclasses import dataclass
 
 _ITEM, _MARKER = 1, 2
-_TOKEN = re.compile(r"\[ref ([a-z2-7]{24})\]")
+_ALPHABET = "bcdfghjklmnpqrst"  # 16 consonants: one per nibble
+_TOKEN = re.compile(r"\[ref ([bcdfghjklmnpqrst]{30})\]")
 
 
 def uniform(*parts: object) -> float:
@@ -68,11 +70,12 @@ class Codec:
         pad = hmac.new(self._key, b"k" + nonce, "sha256").digest()[:len(payload)]
         ct = bytes(a ^ b for a, b in zip(payload, pad))
         mac = hmac.new(self._key, b"m" + nonce + ct, "sha256").digest()[:5]
-        token = base64.b32encode(nonce + ct + mac).decode().lower()
+        token = "".join(_ALPHABET[b >> 4] + _ALPHABET[b & 15] for b in nonce + ct + mac)
         return f"[ref {token}]"
 
     def _open(self, token: str) -> bytes | None:
-        raw = base64.b32decode(token.upper())
+        nib = [_ALPHABET.index(c) for c in token]
+        raw = bytes(hi << 4 | lo for hi, lo in zip(nib[::2], nib[1::2]))
         nonce, ct, mac = raw[:4], raw[4:10], raw[10:]
         if not hmac.compare_digest(mac, hmac.new(self._key, b"m" + nonce + ct, "sha256").digest()[:5]):
             return None

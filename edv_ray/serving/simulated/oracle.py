@@ -89,16 +89,20 @@ class Oracle:
         key = episode_key(self.profile, tag, {"seed": request_seed, "model": model})
         return uniform(key, "success") < p
 
-    def tau2_failure_path(self, domain: str, task_id: str, mode: str = "stop_early") -> str:
+    def tau2_failure_path(self, domain: str, task_id: str, mode: str = "stop_early",
+                          solo: bool = False) -> str:
         """How a failing τ²-bench episode of this task fails: stop_early, wrong_argument,
-        withhold_info, foreign_write — or "none" (no plan can fail it: always a success)."""
+        withhold_info, foreign_write — or "none" (no plan can fail it: always a success).
+        Whether the benchmark then really grades it a failure is measured, per task, by
+        ``experiments/bench/simulated_calibration.py`` (gold writes that fail even in the
+        gold path leave nothing to omit: retail 12 and 105)."""
         from edv_ray.serving.simulated import tau2_play
         from edv_ray.serving.simulated.tau2_play import failure_plan, gold_plan
 
         task = self.world.task(domain, task_id)
         crit = task.evaluation_criteria
         basis = {str(getattr(b, "value", b)) for b in crit.reward_basis or []}
-        return failure_plan(gold_plan(task), mode, self.world.write_tools(domain),
+        return failure_plan(gold_plan(task, solo), mode, self.world.write_tools(domain),
                             bool(crit.communicate_info) and "COMMUNICATE" in basis,
                             self.world.foreign_write(domain, task_id), 0.0,
                             tau2_play.grades_state(task))[2]

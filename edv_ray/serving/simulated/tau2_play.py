@@ -141,8 +141,8 @@ def failure_plan(gold: list[Call], mode: str, write_tools: set[str], communicate
     """(plan, whether the final text tells the customer the task's info, mode used).
 
     ``stop_early``: the gold calls before the first write, then stop (no information
-    given); ``wrong_argument``: the first write with one argument changed (``pick``
-    chooses which). Without a write action: withhold the information the task must
+    given); ``wrong_argument``: the last write (whose effect is the one that stays) with
+    one argument changed (``pick`` chooses which). Without a write action: withhold the information the task must
     communicate; without that either: a write the task never asked for
     (``foreign_write``, another task's gold write). ``none``: nothing can fail it (also
     when the task grades no state: ``graded`` false)."""
@@ -150,14 +150,14 @@ def failure_plan(gold: list[Call], mode: str, write_tools: set[str], communicate
         return gold, True, "none"
     writes = [i for i, (name, _) in enumerate(gold) if name in write_tools]
     if writes:
-        first = writes[0]
-        name, args = gold[first]
+        last = writes[-1]
+        name, args = gold[last]
         if mode == "wrong_argument" and args:
             keys = sorted(args)
             key = keys[min(len(keys) - 1, int(pick * len(keys)))]
             bad = dict(args, **{key: _corrupt(args[key])})
-            return gold[:first] + [(name, bad)] + gold[first + 1:], False, "wrong_argument"
-        return gold[:first], False, "stop_early"
+            return gold[:last] + [(name, bad)] + gold[last + 1:], False, "wrong_argument"
+        return gold[:writes[0]], False, "stop_early"
     if communicates:
         return gold, False, "withhold_info"
     if foreign_write is not None:

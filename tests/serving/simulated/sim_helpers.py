@@ -56,7 +56,7 @@ def play_tau2(endpoint: Endpoint, agent: str, task, *, domain: str = "mock", sta
                        domain=domain, task_id=task.id, task_type=domain, trial=trial,
                        agent=agent, model="sim", prompt_strategy=strategy,
                        sampling=Sampling(seed=seed), agent_endpoint=endpoint, solo=solo,
-                       max_steps=30, max_errors=5)
+                       max_steps=100, max_errors=5)
 
     def bind(role: str) -> ModelBinding:
         return ModelBinding(CLIENT, endpoint, Sampling(seed=seed),
