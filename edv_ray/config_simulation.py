@@ -50,8 +50,8 @@ class WriterProfile(_Strict):
     contrast: float = _shift(0.2)  # + when the runs shown hold a success and a failure
     third_party: float = _shift(0.1)  # + when none of the runs shown is the writer's own
     sees_reward: float = _shift(0.05)  # + when the runs' outcomes are shown
-    # P(correct) instead, when a run's stated label (RB's self-judgement) contradicts its
-    # planted outcome, e.g. "strategies" drawn from a failed run judged a success
+    # P(correct) instead, when the stated labels (RB's self-judgements) of most runs shown
+    # contradict their planted outcomes, e.g. "strategies" from a failed run judged a success
     mislabeled: float | None = _p(0.1)
     n_items: int = Field(3, ge=0, le=10)  # items per answer (capped by the prompt's "at most N")
 

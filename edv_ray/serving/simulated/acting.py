@@ -84,12 +84,9 @@ class Acting:
         gold = tau2_play.gold_plan(task, tau2_play.is_solo(req))
         if success:
             return tau2_play.agent_turn(gold, req, f"All done. {info} {marker}".replace("  ", " "))
-        basis = {str(getattr(b, "value", b)) for b in crit.reward_basis or []}
-        plan, tell, _used = tau2_play.failure_plan(
-            gold, mode, self.sim.world.write_tools(domain),
-            communicates=bool(crit.communicate_info) and "COMMUNICATE" in basis,
-            foreign_write=self.sim.world.foreign_write(domain, task_id),
-            pick=uniform(key, "argument"), graded=tau2_play.grades_state(task))
+        plan, tell, _used = tau2_play.task_failure_plan(
+            task, gold, mode, self.sim.world.write_tools(domain),
+            self.sim.world.foreign_write(domain, task_id), uniform(key, "argument"))
         text = "I am sorry, I could not complete your request."
         return tau2_play.agent_turn(plan, req, f"{text} {info if tell else ''} {marker}".replace("  ", " "))
 

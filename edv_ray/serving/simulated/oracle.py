@@ -96,16 +96,11 @@ class Oracle:
         Whether the benchmark then really grades it a failure is measured, per task, by
         ``experiments/bench/simulated_calibration.py`` (gold writes that fail even in the
         gold path leave nothing to omit: retail 12 and 105)."""
-        from edv_ray.serving.simulated import tau2_play
-        from edv_ray.serving.simulated.tau2_play import failure_plan, gold_plan
+        from edv_ray.serving.simulated.tau2_play import gold_plan, task_failure_plan
 
         task = self.world.task(domain, task_id)
-        crit = task.evaluation_criteria
-        basis = {str(getattr(b, "value", b)) for b in crit.reward_basis or []}
-        return failure_plan(gold_plan(task, solo), mode, self.world.write_tools(domain),
-                            bool(crit.communicate_info) and "COMMUNICATE" in basis,
-                            self.world.foreign_write(domain, task_id), 0.0,
-                            tau2_play.grades_state(task))[2]
+        return task_failure_plan(task, gold_plan(task, solo), mode, self.world.write_tools(domain),
+                                 self.world.foreign_write(domain, task_id), 0.0)[2]
 
     # ---- stages -----------------------------------------------------------------------
     def p_item_correct(self, writer: str, *, contrast: bool, own: bool, sees_reward: bool,

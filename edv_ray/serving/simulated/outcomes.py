@@ -77,5 +77,8 @@ def contrast(runs: list[RunView]) -> bool:
 
 
 def mislabeled(runs: list[RunView]) -> bool:
-    return any(r.judged is not None and r.success is not None
-               and (r.judged == "success") != r.success for r in runs)
+    """Most runs with a stated label (RB's self-judgement) are labelled against their
+    planted outcome (for a single run: its label is wrong)."""
+    labelled = [r for r in runs if r.judged is not None and r.success is not None]
+    wrong = sum((r.judged == "success") != r.success for r in labelled)
+    return bool(labelled) and 2 * wrong > len(labelled)

@@ -163,3 +163,13 @@ def failure_plan(gold: list[Call], mode: str, write_tools: set[str], communicate
     if foreign_write is not None:
         return gold + [foreign_write], False, "foreign_write"
     return gold, True, "none"
+
+
+def task_failure_plan(task, gold: list[Call], mode: str, write_tools: set[str],
+                      foreign_write: Call | None, pick: float) -> tuple[list[Call], bool, str]:
+    """:func:`failure_plan` for a τ²-bench task (what it grades decides what can fail it)."""
+    crit = task.evaluation_criteria
+    basis = {str(getattr(b, "value", b)) for b in crit.reward_basis or []}
+    return failure_plan(gold, mode, write_tools,
+                        communicates=bool(crit.communicate_info) and "COMMUNICATE" in basis,
+                        foreign_write=foreign_write, pick=pick, graded=grades_state(task))

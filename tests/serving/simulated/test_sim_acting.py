@@ -53,6 +53,9 @@ def test_same_seed_same_outcomes_other_seed_other_outcomes():
 
 def test_failures_take_the_planted_forms():
     """stop_early leaves out the write; wrong_argument makes it with a changed argument."""
+    oracle = Oracle({})
+    assert oracle.tau2_failure_path("mock", "update_task_1", "wrong_argument") == "wrong_argument"
+    assert oracle.tau2_failure_path("mock", "create_task_1_nl_eval") == "none"  # grades nothing
     task = TASKS["update_task_1"]
     for mode in ("stop_early", "wrong_argument"):
         prof = profile(agents={"a": {"success": {"default": 0.0}, "failure_modes": {mode: 1.0}}})
@@ -128,10 +131,15 @@ def test_file_benchmarks_end_as_planned(name):
     seen = {True: 0, False: 0}
     with serving(prof, [bench]) as (_sim, ep):
         for task in tasks:
+            # odd trials retrieve two correct items of the task's own type (+0.05 each)
+            good = [oracle.codec.item_tag(True, f"{name}/{oracle.task_type(name, task.id)}", "b", f"{task.id}{i}")
+                    for i in range(2)]
             for trial in range(6):
-                out = play_file(ep, bench, task, trial=trial)
+                items = good if trial % 2 else []
+                out = play_file(ep, bench, task, trial=trial, experiences=items)
                 planned = oracle.planned_success("a", name, task.id, trial,
-                                                 episode_id("execute", 0, name, task.id, trial, "a"))
+                                                 episode_id("execute", 0, name, task.id, trial, "a"),
+                                                 items)
                 # a step with no positive in the top-k, or a single candidate, cannot be
                 # solved by anyone (fixtures tt-2, tt-3): the benchmark's truth wins
                 steps = out.reward_detail.get("steps", [])

@@ -200,3 +200,19 @@ def test_stage_answers_reproduce_per_seed(world):
                             max_candidates=3, retries=0).experiences for k in range(5)]
     assert answers(7) == answers(7)
     assert answers(7) != answers(8)
+
+
+def test_answers_without_a_schema_follow_the_role(world):
+    """json_mode json_object / none sends no schema: the role decides the answer's shape."""
+    from edv_ray.config import Sampling
+    from edv_ray.llm.client import CallLedger
+    from edv_ray.methods.jobkit import RoleBinding, json_caller
+    from tests.serving.simulated.sim_helpers import CLIENT
+
+    _sim, ep, runs, _oracle = world
+    for mode in ("json_object", "none"):
+        binding = RoleBinding(endpoint=ep, sampling=Sampling(), json_mode=mode)
+        call = json_caller(CLIENT, binding, ctx("verifier", "win", task_id=TASK.id), CallLedger())
+        r = vote(TASK.ticket, POLICY, [runs["win"]], "t", "w", "Confirm ids first.", call,
+                 retries=0, sees_reward=True)
+        assert r.parse_ok
