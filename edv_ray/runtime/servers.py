@@ -125,6 +125,9 @@ def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: P
         return vllm_server_actor(sid, model, mc.weights or "", engine_args=mc.engine_args,
                                  served_name=served_name(model, mc), log_dir=logs,
                                  python=mc.python, num_gpus=mc.num_gpus)
+    if mc.engine == "simulated":
+        return simulated_server_actor(sid, model, mc.simulation.model_dump(mode="json"),
+                                      [cfg.benchmark.model_dump(mode="json")], log_dir=logs)
     return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
                               n_ctx=mc.n_ctx, n_threads=mc.n_threads,
                               engine_args=mc.engine_args, log_dir=logs)
@@ -134,12 +137,27 @@ def llama_server_actor(server_id: str, model_name: str, weights: str, served: st
     """A supervised llama.cpp server actor (starts its engine on creation; ``start`` → info).
     It reserves no Ray CPUs: the engine's threads use the cores anyway."""
     from edv_ray.serving.llama_cpp_server import LlamaCppServer
+
+    return _cpu_server_actor(LlamaCppServer, dict(server_id=server_id, model_name=model_name,
+                                                  weights=weights, served_name=served, **kwargs))
+
+
+def _cpu_server_actor(server_cls: type, kwargs: dict):
+    """A supervised server actor reserving no Ray CPUs (its process uses the cores anyway)."""
     from edv_ray.serving.vllm_server import server_actor_options, supervised_actor_class
 
     cls = supervised_actor_class(**server_actor_options(gpus=0, num_cpus=0, max_restarts=2))
-    return cls.remote(LlamaCppServer, dict(server_id=server_id, model_name=model_name,
-                                           weights=weights, served_name=served, **kwargs),
-                      interval_s=30.0)
+    return cls.remote(server_cls, kwargs, interval_s=30.0)
+
+
+def simulated_server_actor(server_id: str, model_name: str, profile: dict,
+                           benchmarks: list[dict], log_dir: str | None = None):
+    """A supervised simulated-engine actor (no model: a threaded HTTP server process)."""
+    from edv_ray.serving.simulated.server import SimulatedServer
+
+    return _cpu_server_actor(SimulatedServer, dict(server_id=server_id, model_name=model_name,
+                                                   served_name=model_name, profile=profile,
+                                                   benchmarks=benchmarks, log_dir=log_dir))
 
 
 def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False) -> ServedPool:
@@ -156,8 +174,9 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False) -> Serve
             pool.external[model] = Endpoint(model, mc.litellm_model or "", mc.api_base, mc.api_key_env)
             continue
         pool.served[model] = served_name(model, mc)
-        # vLLM batches requests and shares its prefix cache: one set of replicas per model
-        for group in (["*"] if mc.engine == "vllm" or shared else sorted(groups)):
+        # vLLM batches requests and shares its prefix cache (the simulated engine has no
+        # cache): one set of replicas per model
+        for group in (["*"] if mc.engine in ("vllm", "simulated") or shared else sorted(groups)):
             for i in range(mc.replicas):
                 actor = _server_actor(cfg, model, group, i, run_dir)
                 pool.actors.append(actor)

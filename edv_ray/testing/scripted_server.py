@@ -38,44 +38,15 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from edv_ray.serving.simulated.server import parse_tag
+from edv_ray.serving.simulated.tau2_play import agent_turn, gold_plan, user_turn
+
+
 DEFAULT_CONTEXT = 32768  # the context window the server reports unless a test changes it
 Script = Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]  # (request, tag) → message
 
 
-def parse_tag(user_field: str | None) -> dict[str, str]:
-    parts = (user_field or "").split("|")
-    keys = ["edv", "role", "agent", "domain", "task_id", "trial", "episode_id"]
-    return dict(zip(keys, parts)) if parts and parts[0] == "edv" else {}
-
-
 _REF = re.compile(r"<<ref:([^/]+)/(.+?)>>")
-
-
-def _tool_names(req: dict[str, Any]) -> set[str]:
-    names = {t.get("function", {}).get("name") for t in req.get("tools") or []}
-    system = " ".join(m.get("content") or "" for m in req["messages"] if m["role"] == "system")
-    if '"name": "done"' in system:
-        names.add("done")
-    return names
-
-
-def _agent_calls_so_far(messages: list[dict[str, Any]]) -> int:
-    n = 0
-    for m in messages:
-        if m["role"] != "assistant":
-            continue
-        n += len(m.get("tool_calls") or [])
-        n += (m.get("content") or "").count("<tool_call>")
-    return n
-
-
-def _call_message(name: str, args: dict[str, Any], native: bool) -> dict[str, Any]:
-    if native:
-        return {"role": "assistant", "content": None, "tool_calls": [{
-            "id": f"call_{uuid.uuid4().hex[:10]}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}]}
-    body = json.dumps({"name": name, "arguments": args})
-    return {"role": "assistant", "content": f"<tool_call>\n{body}\n</tool_call>"}
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):
@@ -202,23 +173,14 @@ class ScriptedServer:
     # ---- behaviours ------------------------------------------------------------------
     def _agent_gold(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
         task = self.tasks[(tag["domain"], tag["task_id"])]
-        crit = task.evaluation_criteria
-        actions = [a for a in (crit.actions or []) if a.requestor == "assistant"]
-        native = bool(req.get("tools"))
-        n = _agent_calls_so_far(req["messages"])
-        if n < len(actions):
-            return _call_message(actions[n].name, dict(actions[n].arguments), native)
-        if "done" in _tool_names(req):
-            return _call_message("done", {}, native)
-        info = ", ".join(crit.communicate_info or [])
-        return {"role": "assistant", "content": f"All done. {info}".strip()}
+        info = ", ".join(task.evaluation_criteria.communicate_info or [])
+        return agent_turn(gold_plan(task), req, f"All done. {info}".strip())
 
     def _user(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
-        own_turns = sum(1 for m in req["messages"] if m["role"] == "assistant")
-        text = "Hi, I need help with my request." if own_turns == 0 else "Thanks. ###STOP###"
-        if own_turns == 0 and tag.get("inferred"):  # lets the untagged agent find its task
+        text = "Hi, I need help with my request."
+        if tag.get("inferred"):  # lets the untagged agent find its task
             text += f" <<ref:{tag['domain']}/{tag['task_id']}>>"
-        return {"role": "assistant", "content": text}
+        return user_turn(req, text)
 
     def _infer_tag(self, req: dict[str, Any]) -> dict[str, str]:
         """No tag: a user simulator's system prompt holds its task's scenario; an agent
