@@ -11,8 +11,9 @@ coherent-but-wrong memory hurts, on ONE frozen bank, paired:
    by a pool model (``contamination_writer``; role ``contaminator``), validated, retried;
    an answer that stays malformed falls back to a curated poison rule of the domain
    (``methods/poison/<domain>.yaml``), recorded as such. Twins sit where their host sits
-   (EDV: the shared bank, same domain; RB: appended to the host's entry, so they are
-   retrieved by the same queries). The share reached is the share asked ± half an item
+   (EDV: the host's bank — shared, or its owner's private bank — and domain; RB: appended
+   to the host's entry, among the entries retrieval can return), so they are retrieved by
+   the same queries. The share reached is the share asked ± half an item
    per domain, in items for every method;
 3. inference runs on the clean bank and on each contaminated copy with the same tasks,
    seeds and solvers; the contaminated runs' results are labelled
@@ -267,12 +268,14 @@ def add_views(con, run_dir) -> None:
                    ITEMS_SCHEMA, ["method"])
     con.execute("""
         CREATE OR REPLACE VIEW contamination_share AS
-        SELECT method, condition, domain, owner, any_value(share_asked) AS share_asked,
+        -- the share's unit: a domain of the method's bank (EDV: shared + private items;
+        -- ReasoningBank: each agent's own bank, owner = the agent)
+        SELECT method, condition, domain, CASE WHEN bank = 'rb' THEN owner END AS owner,
+               any_value(share_asked) AS share_asked,
                any_value(n_clean) AS n_clean, count(*) AS n_poison,
                count(*) / (any_value(n_clean) + count(*)) AS share_reached,
                count(*) FILTER (WHERE source = 'curated') AS curated_fallbacks
-        FROM contamination_items GROUP BY method, condition, domain, owner
-        ORDER BY method, condition, domain, owner
+        FROM contamination_items GROUP BY ALL ORDER BY method, condition, domain, owner
     """)
     con.execute("""
         CREATE OR REPLACE VIEW contamination_use AS

@@ -142,14 +142,17 @@ def run_judge_job(job_json: str, client) -> dict[str, Any]:
     rows = sorted((load_episode(job.run_dir, "eval", e) for e in job.episode_ids),
                   key=lambda r: (r["agent"], r["episode_id"]))
     ok = [r for r in rows if r["status"] == "ok"]
+    if len(ok) < len(rows):  # judge only the whole pool: resume re-runs the missing runs
+        ok = []
     labels = {f"T{i}": r for i, r in enumerate(ok, 1)}
     out = dict(run_id=job.run_id, domain=job.domain, task_id=job.task_id, trial=job.trial,
                judge=job.judge, candidate_episode_ids=[r["episode_id"] for r in ok],
                candidate_agents=[r["agent"] for r in ok],
                candidate_success=[bool(r["success"]) for r in ok],
                any_success=any(r["success"] for r in ok), parse_ok=False, attempts=0)
-    if not ok:  # every candidate run errored: an infrastructure error, counted as one
-        out.update(status="error", error="no finished candidate run")
+    if not ok:  # a candidate run errored: an infrastructure error, counted as one
+        out.update(status="error", error=f"{len(rows) - sum(r['status'] == 'ok' for r in rows)} "
+                                         f"of {len(rows)} candidate run(s) errored")
     else:
         binding = RoleBinding.model_validate(job.binding)
         observed = next((r["observed_text"] for r in ok if r.get("observed_text")), "")

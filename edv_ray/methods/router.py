@@ -28,13 +28,29 @@ def check(cfg, r: RouterConfig) -> None:
 
 
 def run(ctx, r: RouterConfig) -> None:
+    """Construction executions over ``epochs``, then routing on them (epoch = the last),
+    never on a matrix with errored executions: those are re-run by ``--resume`` first
+    (another method re-running them would make Router's result depend on the order)."""
+    from edv_ray.runtime.plan import finished_attempts
+
     train, test = steps.train_tasks(ctx), steps.test_tasks(ctx)
+    used = []
     for epoch in range(r.epochs):
         plan = {(d, t.id): steps.draw_group(ctx.cfg, epoch, d, t.id, r.n_executors)
                 for d, ts in train.items() for t in ts}
-        steps.execute(ctx, stage="execute", method=NAME, epoch=epoch, plan=plan, tasks=train)
-    solvers = steps.route_tasks(ctx, method=NAME, epoch=0, tasks=test)
-    steps.solve(ctx, stage=STAGE, method=NAME, epoch=0, tasks=test, solvers=solvers)
+        eids = steps.execute(ctx, stage="execute", method=NAME, epoch=epoch, plan=plan,
+                             tasks=train)
+        used += [e for pairs in eids.values() for _a, e in pairs]
+    done = finished_attempts(ctx.run_dir, "execute")
+    errored = [e for e in used if done.get(e, (0, "error"))[1] != "ok"]
+    if errored:
+        ctx.console.print(f"[yellow]router: {len(errored)} construction execution(s) errored; "
+                          f"not routing — continue with `edv run --resume {ctx.run_dir}`[/]")
+        ctx.unfinished.append(f"{NAME}: {len(errored)} execution(s) to re-run")
+        return
+    last = r.epochs - 1
+    solvers = steps.route_tasks(ctx, method=NAME, epoch=last, tasks=test)
+    steps.solve(ctx, stage=STAGE, method=NAME, epoch=last, tasks=test, solvers=solvers)
 
 
 register(Method(

@@ -77,18 +77,20 @@ def execute(ctx, *, stage: str, method: str, epoch: int, plan: dict[Key, list[st
 
 
 def record_uses(ctx, method: str, stage: str, epoch: int, specs: list, condition: str = "") -> None:
-    """``uses/method=M/<stage>-e<epoch>-<hash>.parquet``: the episodes this call of
-    ``method`` uses — run here or already run by another method (a shared episode is
-    listed under each method that uses it, so results and token costs are the same
-    whatever the order of ``method:``). Rewritten identically on resume."""
+    """``uses/method=M/<stage>-e<epoch>[-<condition>]-<hash of the task set>.parquet``:
+    the episodes this call of ``method`` uses — run here or already run by another method
+    (a shared episode is listed under each method that uses it, so results and token
+    costs are the same whatever the order of ``method:``). One file per call (stage,
+    epoch, condition, tasks): a resumed call whose episodes changed replaces it, so a task
+    is never counted twice."""
     import hashlib
 
     from edv_ray.results.schema import USES_SCHEMA
 
     if not specs:
         return
-    ids = sorted(s.episode_id for s in specs)
-    digest = hashlib.sha1("\n".join(ids).encode()).hexdigest()[:12]
+    tasks = sorted({f"{s.domain}\x1f{s.task_id}" for s in specs})
+    digest = hashlib.sha1("\n".join(tasks).encode()).hexdigest()[:12]
     rows = [dict(run_id=ctx.run_id, stage=stage, epoch=epoch, episode_id=s.episode_id,
                  memory_key=s.memory_key, condition=condition) for s in specs]
     tag = f"-{re.sub(r'[^A-Za-z0-9.]+', '_', condition)}" if condition else ""
@@ -99,7 +101,8 @@ def record_uses(ctx, method: str, stage: str, epoch: int, specs: list, condition
 def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
                 fixed: str | None = None, matrix_from: Path | None = None) -> dict[Key, str]:
     """The solver per test task: best Ability-Matrix cell of its task type, counted over
-    the construction executions ``method`` itself used (``uses``); an unseen task type
+    the construction executions ``method`` itself used (``uses``) in epochs up to
+    ``epoch`` (an evaluation never routes on later evidence); an unseen task type
     falls back to its domain's row, then to the prior. The matrix used is written to
     ``routing_matrix/method=M/epoch=E/part.parquet`` (the report prints it) and every
     decision to ``routing/method=M/epoch=E/part.parquet``. ``matrix_from``: route with a
@@ -108,11 +111,15 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
     from edv_ray.results.schema import ROUTING_MATRIX_SCHEMA
     from edv_ray.results.views import connect
 
+    base = Path(ctx.run_dir)
+    decided = _stored_routing(base, method, epoch, tasks)
+    if decided is not None:  # resume: the decisions made the first time stand
+        return decided
     if matrix_from is not None:
         cells = read_rows(matrix_from)
     else:
         con = connect(ctx.run_dir, matrix_stages=("execute",), matrix_method=method,
-                      with_methods=False)
+                      matrix_max_epoch=epoch, with_methods=False)
         cells = [dict(level="task_type", key=t, agent=a, attempts=n, successes=s, errors=e)
                  for a, t, n, s, e in con.execute(
                      "SELECT agent, task_type, attempts, successes, errors FROM ability_matrix"
@@ -125,7 +132,6 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
     matrix = [dict(c, run_id=ctx.run_id, method=method, epoch=epoch,
                    score=(c["successes"] / c["attempts"]) if c["attempts"] else None)
               for c in cells]
-    base = Path(ctx.run_dir)
     write_rows_atomic(matrix, base / "routing_matrix" / f"method={method}" / f"epoch={epoch}"
                       / "part.parquet", ROUTING_MATRIX_SCHEMA)
     cands = ctx.cfg.executor_names()
@@ -147,6 +153,17 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
     write_rows_atomic(rows, base / "routing" / f"method={method}" / f"epoch={epoch}" / "part.parquet",
                       ROUTING_SCHEMA)
     return out
+
+
+def _stored_routing(base: Path, method: str, epoch: int, tasks: dict[str, list]
+                    ) -> dict[Key, str] | None:
+    """The decisions already written for this (method, epoch), when they cover the tasks."""
+    from edv_ray.results.parquet_io import read_rows
+
+    rows = read_rows(base / "routing" / f"method={method}" / f"epoch={epoch}" / "part.parquet")
+    got = {(r["domain"], r["task_id"]): r["solver"] for r in rows}
+    want = {(d, t.id) for d, ts in tasks.items() for t in ts}
+    return {k: got[k] for k in want} if rows and want <= set(got) else None
 
 
 def _cell(c: dict) -> tuple[int, int, int]:

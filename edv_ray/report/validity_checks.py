@@ -19,8 +19,9 @@ def _config(run_dir):
 @check
 def tasks_scored(con, run_dir) -> list[Check]:
     """Every method (and contaminated condition) scored every selected test task × trial
-    in every epoch it reports (an errored episode counts as a scored failure); a task
-    missing from a method's rows would leave its denominator silently."""
+    in every epoch it reports, once (an errored episode counts as a scored failure); for
+    a method scored per agent, every agent on every task. A missing task would leave the
+    denominator silently; a task counted twice would weigh double."""
     cfg = _config(run_dir)
     selected = con.execute("SELECT count(*) FROM selection WHERE selection = 'test'").fetchone()[0]
     if not selected or cfg is None:
@@ -32,19 +33,33 @@ def tasks_scored(con, run_dir) -> list[Check]:
         epochs = con.execute("SELECT DISTINCT epoch FROM method_results WHERE method = ?",
                              [method]).fetchall() or [(None,)]
         for (epoch,) in sorted(epochs, key=lambda e: -1 if e[0] is None else e[0]):
-            got, rows = con.execute(
-                "SELECT count(DISTINCT (domain, task_id)), count(*) FROM method_results "
-                "WHERE method = ? AND epoch IS NOT DISTINCT FROM ?", [method, epoch]).fetchone()
+            args = [method, epoch]
+            got, rows, agents = con.execute(
+                "SELECT count(DISTINCT (domain, task_id)), count(*), count(DISTINCT agent) "
+                "FROM method_results WHERE method = ? AND epoch IS NOT DISTINCT FROM ?", args).fetchone()
             missing = [m for (m,) in con.execute(
                 "SELECT domain || '/' || task_id FROM selection s WHERE selection = 'test' "
                 "AND NOT EXISTS (SELECT 1 FROM method_results m WHERE m.method = ? "
                 "AND m.epoch IS NOT DISTINCT FROM ? AND m.domain = s.domain "
-                "AND m.task_id = s.task_id) ORDER BY 1", [method, epoch]).fetchall()]
+                "AND m.task_id = s.task_id) ORDER BY 1", args).fetchall()]
+            twice = con.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM method_results WHERE method = ? AND epoch "
+                "IS NOT DISTINCT FROM ? GROUP BY agent, domain, task_id, trial HAVING count(*) > 1)",
+                args).fetchone()[0]
+            # per-agent methods (several agents per task): each task has every agent
+            uneven = con.execute(
+                "SELECT count(*) FROM (SELECT domain, task_id FROM method_results WHERE method = ? "
+                "AND epoch IS NOT DISTINCT FROM ? GROUP BY domain, task_id "
+                "HAVING count(DISTINCT agent) NOT IN (1, ?))", args + [agents]).fetchone()[0]
             where = "" if epoch is None else f" (epoch {epoch})"
+            why = "; ".join(x for x in (
+                f"{len(missing)} not scored, e.g. {', '.join(missing[:3])}" if missing else "",
+                f"{twice} (agent, task, trial) counted more than once" if twice else "",
+                f"{uneven} task(s) without every agent" if uneven else "") if x)
             out.append(Check(
-                "tasks_scored", not missing, f"{got}/{selected} tasks, {rows} rows{where}",
-                f"{len(missing)} not scored, e.g. {', '.join(missing[:3])}" if missing else
-                "every selected test task has a result (errors count as failures)", method))
+                "tasks_scored", not why, f"{got}/{selected} tasks, {rows} rows{where}",
+                why or "every selected test task has one result per agent and trial "
+                       "(errors count as failures)", method))
     return out
 
 
@@ -122,13 +137,14 @@ def seed_diversity(con, run_dir) -> list[Check]:
         names = [a.name for a in agents]
         rows = con.execute("""
             WITH first AS (
-                SELECT agent, stage, task_id, trial, request_hash FROM llm_calls
-                WHERE role = 'agent' AND agent IN (SELECT unnest(?::VARCHAR[]))
-                QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY started_at) = 1
+                SELECT c.agent, e.stage, e.epoch, e.domain, e.task_id, e.trial, c.request_hash
+                FROM llm_calls c JOIN episodes e USING (episode_id)
+                WHERE c.role = 'agent' AND c.agent IN (SELECT unnest(?::VARCHAR[]))
+                QUALIFY row_number() OVER (PARTITION BY c.episode_id ORDER BY c.started_at) = 1
             )
             SELECT count(*) AS pairs,
                    count(*) FILTER (WHERE n_hash < n_agent) AS collapsed
-            FROM (SELECT stage, task_id, trial, count(DISTINCT agent) AS n_agent,
+            FROM (SELECT stage, epoch, domain, task_id, trial, count(DISTINCT agent) AS n_agent,
                          count(DISTINCT request_hash) AS n_hash
                   FROM first GROUP BY ALL HAVING count(DISTINCT agent) > 1)
         """, [names]).fetchone()
@@ -153,25 +169,30 @@ def contamination_share(con, run_dir) -> list[Check]:
                        ).fetchall()
     cross = dict(con.execute("SELECT method, retrieved_other_domain_poison FROM contamination_use"
                              ).fetchall())
+    retrieved = dict(con.execute("SELECT method, retrieved_poison FROM contamination_use").fetchall())
     out = []
     for method, cond, domain, asked, n_clean, n_poison, reached in rows:
         label = f"{method}+{cond}"
         off = abs(n_poison - asked * (n_clean + n_poison))
         bad_cross = cross.get(label, 0) or 0
-        ok = off <= 1.0 and bad_cross == 0
+        why = "; ".join(x for x in (
+            f"{off:.1f} item(s) off the share" if off > 1.0 else "",
+            f"{bad_cross} episode(s) retrieved another domain's poison" if bad_cross else "",
+            "no episode of the condition retrieved any poison (it measured nothing)"
+            if retrieved.get(label, 1) == 0 else "") if x)
         out.append(Check(
-            "contamination_share", ok,
-            f"{domain}: {n_poison}/{n_clean + n_poison} items = {reached:.3f} (asked {asked:g})",
-            "within one item of the share asked; poison retrieved only in its own domain" if ok
-            else f"{off:.1f} item(s) off the share; {bad_cross} episode(s) retrieved "
-                 "another domain's poison", label))
+            "contamination_share", not why,
+            f"{domain}: {n_poison}/{n_clean + n_poison} items = {reached:.3f} (asked {asked:g}); "
+            f"{retrieved.get(label, 0)} episode(s) retrieved poison",
+            why or "within one item of the share asked; poison retrieved, only in its own domain",
+            label))
     return out
 
 
 @check
 def reward_visibility(con, run_dir) -> list[Check]:
-    """No EDV stage ran with a reward its config hides (recorded with every distill run
-    and every vote)."""
+    """No EDV stage ran with a reward its config hides: every distill run and every vote
+    records whether the prompt it sent showed a run's grade (measured on the prompt)."""
     cfg = _config(run_dir)
     if cfg is None or "edv" not in cfg.method_names():
         return []
@@ -207,8 +228,13 @@ def task_types_seen(con, run_dir) -> list[Check]:
           AND r.epoch = (SELECT max(epoch) FROM routing WHERE method = r.method)
         GROUP BY r.method ORDER BY r.method
     """).fetchall()
-    return [Check("task_types_seen", seen > 0 or tasks == 0,
+    return [Check("task_types_seen", tasks == 0 or seen >= MIN_SEEN * tasks,
                   f"{seen}/{tasks} test tasks of a type training measured ({types} type(s))",
                   "routing used measured cells" if seen == tasks else
-                  f"{tasks - seen} task(s) routed by their domain's row or the prior", method)
+                  f"{tasks - seen} task(s) routed by their domain's row or the prior"
+                  + ("" if seen >= MIN_SEEN * tasks else
+                     f" — under {MIN_SEEN:.0%}: the task-type key routes mostly blind"), method)
             for method, tasks, seen, types in rows]
+
+
+MIN_SEEN = 0.5  # below this share of test tasks with a measured type, routing is mostly blind

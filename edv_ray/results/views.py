@@ -74,11 +74,13 @@ METHOD_VIEWS = "edv_ray.methods.views"
 def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
             con: duckdb.DuckDBPyConnection | None = None,
             with_methods: bool = True,
-            matrix_method: str | None = None) -> duckdb.DuckDBPyConnection:
+            matrix_method: str | None = None,
+            matrix_max_epoch: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's views (empty views if no files yet).
     ``with_methods``: also every registered method's views and ``method_results``
     (:mod:`edv_ray.methods.views`). ``matrix_method``: the Ability Matrix counts only
-    the construction episodes that method used (``uses``), as its Model Selector does."""
+    the construction episodes that method used (``uses``), as its Model Selector does;
+    ``matrix_max_epoch``: only those of epochs up to it."""
     run_dir = Path(run_dir)
     con = con or duckdb.connect()
     from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA,
@@ -102,6 +104,8 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     only_used = "" if matrix_method is None else (
         " AND episode_id IN (SELECT episode_id FROM uses WHERE method = "
         + _literal(matrix_method) + ")")
+    if matrix_max_epoch is not None:
+        only_used += f" AND epoch <= {int(matrix_max_epoch)}"
     con.execute(f"""
         CREATE OR REPLACE VIEW matrix_episodes AS
         SELECT * FROM episodes WHERE stage IN ({stages}){only_used}

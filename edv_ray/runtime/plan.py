@@ -23,26 +23,34 @@ def make_spec(cfg: RunConfig, run_id: str, pool: ServedPool, env, *, stage: str,
         benchmark=cfg.benchmark.model_dump(mode="json"), task_split=getattr(task, "split", None),
         domain=domain, task_id=task.id, task_type=task_type,
         trial=trial, agent=agent, model=a.model, prompt_strategy=a.prompt_strategy,
-        sampling=agent_sampling(a.sampling, trial), agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
+        sampling=agent_sampling(a.sampling, epoch, trial), agent_endpoint=pool.agent_endpoint(cfg, agent, eid),
         user_model=None if solo or us is None else us.model, user_endpoint=user_ep,
         user_sampling=None if us is None else us.sampling, solo=solo,
-        seed=cfg.seed * 1000 + trial, max_steps=cfg.benchmark.max_steps,
+        seed=episode_seed(cfg.seed, epoch, trial), max_steps=cfg.benchmark.max_steps,
         max_errors=cfg.benchmark.max_errors, timeout_s=cfg.runtime.episode_timeout_s,
         memory=memory,
     )
 
 
-def agent_sampling(sampling: Sampling, trial: int) -> Sampling:
-    """The sampling an agent's requests carry in one trial. An agent's own ``seed`` is
-    sent as is in trial 0 and offset by the trial after (so trials stay distinct
-    samples); benchmarks must not override it (τ²-bench's orchestrator seeds every agent
-    with the run seed: our agents keep their own when they have one)."""
-    if sampling.seed is None or trial == 0:
+def episode_seed(run_seed: int, epoch: int, trial: int) -> int:
+    """The episode's own seed (the benchmark's randomness, e.g. τ²-bench's orchestrator):
+    distinct per epoch and trial, so a later epoch is a new sample, not a replay."""
+    return run_seed * 1000 + trial + EPOCH_SEED_STRIDE * epoch
+
+
+def agent_sampling(sampling: Sampling, epoch: int, trial: int) -> Sampling:
+    """The sampling an agent's requests carry in one (epoch, trial). An agent's own
+    ``seed`` is sent as is in epoch 0, trial 0 and offset after (later epochs and trials
+    are new samples, never replays); benchmarks must not override it (τ²-bench's
+    orchestrator seeds every agent with the episode seed: our agents keep their own)."""
+    if sampling.seed is None or (trial == 0 and epoch == 0):
         return sampling
-    return sampling.model_copy(update={"seed": sampling.seed + TRIAL_SEED_STRIDE * trial})
+    return sampling.model_copy(update={
+        "seed": sampling.seed + TRIAL_SEED_STRIDE * trial + EPOCH_SEED_STRIDE * epoch})
 
 
 TRIAL_SEED_STRIDE = 1_000_003
+EPOCH_SEED_STRIDE = 7_000_003
 
 
 def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, str]]:

@@ -26,7 +26,11 @@ class MemoryRequest(BaseModel):
     version: str = ""
 
     def key(self) -> str:
-        blob = json.dumps([self.provider, self.params, self.version], sort_keys=True, default=str)
+        """The memory's identity: provider, parameters and version. Parameters whose name
+        starts with ``_`` only *locate* the memory (a folder path) and are left out, so a
+        run folder resumed under another path or moved keeps its episode ids."""
+        params = {k: v for k, v in self.params.items() if not k.startswith("_")}
+        blob = json.dumps([self.provider, params, self.version], sort_keys=True, default=str)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 

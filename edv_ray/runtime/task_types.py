@@ -15,7 +15,10 @@
   validity check ``task_types`` reports how many did.
 
 The mapping is written to ``task_types/part.parquet`` (run_id, domain, task_id,
-task_type, basis) and read back on resume, so a run never re-types its tasks.
+task_type, basis) and read back on resume, so a run never re-types its tasks; the
+centroids go to ``task_types/centroids.parquet``. A run with ``memory_from`` types its
+tasks with the source run's centroids, so its routing reads the source's Ability Matrix
+rows by the same names.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 from edv_ray.results.schema import TASK_TYPE_SCHEMA
@@ -56,23 +60,48 @@ class TaskTypes:
                 for t in ts:
                     every.setdefault(d, {})[t.id] = t
         mapping: dict[Key, tuple[str, str]] = {}
+        centroids: dict[str, np.ndarray] = {}
+        source = _source_centroids(cfg) if key == "observed_cluster" else {}
         for d, tasks in every.items():
             if key == "observed_cluster":
                 train_ids = [t.id for t in selected.get("train", {}).get(d, [])]
-                mapping.update(_clusters(env, b, d, tasks, train_ids, cfg.seed,
-                                         getattr(b, "n_task_types", 4)))
+                got, centroids[d] = _clusters(env, b, d, tasks, train_ids, cfg.seed,
+                                              getattr(b, "n_task_types", 4), source.get(d))
+                mapping.update(got)
             else:
                 mapping.update({(d, tid): (env.task_type(b, d, t), key) for tid, t in tasks.items()})
+        write_rows_atomic([dict(domain=d, cluster=j, vector=c[j].tolist())
+                           for d, c in sorted(centroids.items()) if c is not None
+                           for j in range(len(c))],
+                          path.parent / CENTROIDS, CENTROID_SCHEMA)
         write_rows_atomic([dict(run_id=run_id, domain=d, task_id=tid, task_type=tt, basis=basis)
                            for (d, tid), (tt, basis) in sorted(mapping.items())],
                           path, TASK_TYPE_SCHEMA)
         return cls(mapping)
 
 
+CENTROIDS = "centroids.parquet"
+CENTROID_SCHEMA = pa.schema([("domain", pa.string()), ("cluster", pa.int32()),
+                             ("vector", pa.list_(pa.float32()))])
+
+
+def _source_centroids(cfg) -> dict[str, np.ndarray]:
+    """``memory_from``: the source run's centroids per domain (none: learn our own)."""
+    if not cfg.memory_from:
+        return {}
+    rows = read_rows(Path(cfg.memory_from) / "task_types" / CENTROIDS)
+    out: dict[str, list] = {}
+    for r in sorted(rows, key=lambda r: (r["domain"], r["cluster"])):
+        out.setdefault(r["domain"], []).append(r["vector"])
+    return {d: np.asarray(v, dtype=np.float32) for d, v in out.items()}
+
+
 def _clusters(env, bench, domain: str, tasks: dict[str, object], train_ids: list[str],
-              seed: int, k: int) -> dict[Key, tuple[str, str]]:
-    """k-means over the embedded pre-episode texts of the domain's training tasks; every
-    task with such a text gets its nearest centroid, the others keep the domain."""
+              seed: int, k: int, given: np.ndarray | None = None
+              ) -> tuple[dict[Key, tuple[str, str]], np.ndarray | None]:
+    """k-means over the embedded pre-episode texts of the domain's training tasks (or the
+    ``given`` centroids); every task with such a text gets its nearest centroid, the
+    others keep the domain. Returns the mapping and the centroids."""
     from edv_ray.memory.embeddings import Embedder
 
     texts = {tid: env.pre_episode_text(bench, t) for tid, t in tasks.items()}
@@ -81,18 +110,19 @@ def _clusters(env, bench, domain: str, tasks: dict[str, object], train_ids: list
            for tid in tasks if tid not in known}
     train = [tid for tid in train_ids if tid in known]
     if not known:
-        return out
-    if not train:  # no training text to learn types from: one type
+        return out, None
+    if given is None and not train:  # no training text to learn types from: one type
         out.update({(domain, tid): (domain, "domain (no training text)") for tid in known})
-        return out
+        return out, None
     ids = sorted(known)
     vecs = Embedder().embed([known[t] for t in ids]).astype(np.float32)
     row = {tid: i for i, tid in enumerate(ids)}
-    centroids = _kmeans(vecs[[row[t] for t in train]], min(k, len(train)), seed)
+    centroids = given if given is not None else _kmeans(
+        vecs[[row[t] for t in train]], min(k, len(train)), seed)
     nearest = np.argmax(vecs @ centroids.T, axis=1)
     out.update({(domain, tid): (f"{domain}:c{int(nearest[row[tid]])}", "observed_cluster")
                 for tid in ids})
-    return out
+    return out, centroids
 
 
 def _kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:

@@ -88,7 +88,7 @@ def test_reasoning_bank_epochs_retrieve_distinct_latest_tasks(server, tmp_path):
         assert all(f"-e{epoch}-" in e for e in entries)
     # k = 1 after 3 epochs: the most similar past task's epoch-2 items, not epoch 0's
     bank = run_dir / "rb" / "bank" / "agent=good"
-    got = rb_experiences(TEST[0], {"bank_dir": str(bank), "k": 1, "domain": "mock",
+    got = rb_experiences(TEST[0], {"_bank_dir": str(bank), "k": 1, "domain": "mock",
                                    "exclude": [["mock", TEST[0]]]})
     assert len({i.rsplit(":", 1)[0] for i in got.item_ids}) == 1
     assert "-e2-" in got.item_ids[0]

@@ -117,7 +117,7 @@ def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     marker = dict(run_id=job.run_id, domain=job.domain, task_id=job.task_id,
                   distiller=job.distiller, distiller_type=job.distiller_type,
                   group=[t.agent for t in trajs], group_successes=n_ok, attempts=0,
-                  n_candidates=0, error=None, sees_reward=job.sees_reward)
+                  n_candidates=0, error=None, sees_reward=False)  # no prompt sent yet
     name = R.task_file(job.task_id, job.domain)
     cands: list[dict[str, Any]] = []
     if not trajs:
@@ -145,7 +145,7 @@ def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
                 supporting_episode_ids=sup, rejected_episode_ids=rej,
                 supporting_all_failed=not any(by_id[s].success for s in sup), is_poison=False))
         marker.update(status=res.status, attempts=res.attempts, n_candidates=len(cands),
-                      error=res.error)
+                      error=res.error, sees_reward=res.shown_outcomes)
     write_rows_atomic(cands, R.edv_path(job.run_dir, "candidates", job.epoch, name), R.CANDIDATE_SCHEMA)
     write_rows_atomic([marker], R.edv_path(job.run_dir, "distill_runs", job.epoch, name),
                       R.DISTILL_RUN_SCHEMA)
@@ -156,7 +156,7 @@ def _one_vote(job: StageJob, env, bench, observed: str, trajs: dict, voter: Vote
               c: dict[str, Any], client: LLMClient, ledger: CallLedger) -> dict[str, Any]:
     ctx_trajs = [trajs[e] for e in voter.context_episode_ids if e in trajs]
     if voter.verifier_type == "none":
-        v = (True, True, "verification disabled (verify_by=none)")
+        v = (True, True, "verification disabled (verify_by=none)", False)
     else:
         ctx = stage_ctx(job, "verifier", voter.agent)
         if c["is_poison"]:  # the admission audit is an instrument, not construction cost
@@ -166,11 +166,11 @@ def _one_vote(job: StageJob, env, bench, observed: str, trajs: dict, voter: Vote
                  c["when_to_use"], c["rule"], call, retries=job.retries,
                  sees_reward=voter.sees_reward,
                  fit=budget(voter, f"verifier {voter.agent} ({voter.endpoint.model_name})"))
-        v = (r.approve, r.parse_ok, r.rationale)
+        v = (r.approve, r.parse_ok, r.rationale, r.shown_outcomes)
     return dict(
         candidate_id=c["candidate_id"], run_id=job.run_id, domain=job.domain,
         task_id=job.task_id, verifier=voter.agent, verifier_type=voter.verifier_type,
-        approve=v[0], parse_ok=v[1], rationale=v[2][:2000], sees_reward=voter.sees_reward,
+        approve=v[0], parse_ok=v[1], rationale=v[2][:2000], sees_reward=v[3],
         context_episode_ids=[t.episode_id for t in ctx_trajs],
         context_success=any(t.success for t in ctx_trajs) if ctx_trajs else None,
         supporting_all_failed=c["supporting_all_failed"], is_poison=c["is_poison"])

@@ -77,8 +77,10 @@ def infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
 
 def contaminate_and_infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
                           solvers: dict) -> None:
-    """Each contamination share: wrong twins of clean items of the frozen bank, placed in
-    the shared bank of their domain; the same routed test tasks run on the copy."""
+    """Each contamination share: wrong twins of clean items of the frozen bank, each placed
+    beside its host (same bank — shared, or the owner's private bank — and domain), so
+    every solver meets poison in proportion to what it can retrieve; the same routed test
+    tasks run on the copy."""
     from edv_ray.memory import MemoryBank, MemoryItem
     from edv_ray.methods import contamination as C
 
@@ -102,22 +104,23 @@ def contaminate_and_infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
         poison = []
         for (host_id, _copy), t in sorted(twins.items()):
             host = by_id[host_id]
-            poison.append(MemoryItem(
-                bank="shared", title=t["title"], when_to_use=t["when_to_use"], rule=t["rule"],
+            poison.append(MemoryItem(  # beside its host: same bank, owner and domain
+                bank=host.bank, owner=host.owner, title=t["title"], when_to_use=t["when_to_use"],
+                rule=t["rule"],
                 tags=["contamination"], domain=host.domain,
                 source_task_ids=list(host.source_task_ids), epoch=host.epoch,
                 distiller="contamination", method=NAME,
                 supporting_trajectory_ids=[], rejected_trajectory_ids=[host_id]))
         dest = ctx.run_dir / "memory_contaminated" / C.condition(share)
         info = banks.contaminated_copy(frozen, dest, poison, e.dedup_threshold)
-        placed = [dict(domain=i.domain or "", bank="shared", owner=None, item_id=i.item_id,
+        placed = [dict(domain=i.domain or "", bank=i.bank, owner=i.owner, item_id=i.item_id,
                        host_item_id=(i.rejected_trajectory_ids or [None])[0], title=i.title,
                        rule=i.rule, source=_source_of(i, twins))
                   for i in MemoryBank.load(dest, dedup_threshold=1.0) if i.distiller == "contamination"]
         C.record(ctx.run_dir, NAME, share, C.share_rows(ctx.run_id, NAME, share, clean, placed))
         reached = {d: sum(p["domain"] == d for p in placed) / max(1, len(clean[d]) + sum(
             p["domain"] == d for p in placed)) for d in clean}
-        ctx.console.print(f"contamination {share:g}: {len(placed)} twin(s) in the shared bank; "
+        ctx.console.print(f"contamination {share:g}: {len(placed)} twin(s) beside their hosts; "
                           "share reached " + ", ".join(f"{d} {r:.3f}" for d, r in sorted(reached.items())))
         steps.solve(ctx, stage=INFER_STAGE, method=NAME, epoch=epoch, tasks=test, solvers=solvers,
                     memory=memory_fn(ctx, e, dest, info), condition=C.condition(share))

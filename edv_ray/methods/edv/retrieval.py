@@ -38,7 +38,7 @@ def load_bank(bank_dir: str, dedup_threshold: float):
 def edv_experiences(observed_text: str, params: dict) -> Retrieval:
     from edv_ray.memory import retrieve
 
-    bank = load_bank(params["bank_dir"], 1.0)  # a frozen bank: read, never merged into
+    bank = load_bank(params["_bank_dir"], 1.0)  # a frozen bank: read, never merged into
     if len(bank) == 0 or not observed_text.strip():
         return Retrieval()
     hits = retrieve(bank, observed_text, solver=params["solver"], k=params["k"],
@@ -60,7 +60,7 @@ def memory_fn(ctx, e, bank_dir: Path, info: dict | None):
     def fn(domain, task, agent):
         return MemoryRequest(
             provider="edv_ray.methods.edv.retrieval:edv_experiences", version=info["version"],
-            params=dict(bank_dir=str(bank_dir), solver=agent, k=e.retrieval_k,
+            params=dict(_bank_dir=str(bank_dir), solver=agent, k=e.retrieval_k,
                         tau=e.retrieval_tau, domain=domain, scope=e.retrieval_scope,
                         exclude_task_ids=[task.id] if e.leave_one_task_out else []))
     return fn

@@ -7,6 +7,7 @@ yields no candidates (never half-parsed ones), an unparseable vote is a reject.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +34,16 @@ class DistillResult:
     attempts: int
     experiences: list[DistilledExperience]
     error: str | None = None
+    shown_outcomes: bool = False  # the prompt sent showed the runs' grades (measured)
+
+
+_OUTCOME_SHOWN = re.compile(r'<run [^>]*outcome="')
+
+
+def outcomes_shown(prompt: str) -> bool:
+    """Whether a stage prompt shows any run's grade (only our code writes <run> tags:
+    transcripts inside are fenced, so they cannot forge one)."""
+    return bool(_OUTCOME_SHOWN.search(prompt))
 
 
 def run_block(t: TrajectoryView, transcript: str, sees_reward: bool) -> str:
@@ -69,8 +80,9 @@ def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Ca
             error = f"{type(err).__name__}: {str(err)[:300]}"
             continue
         exps = answer.experiences[:max_candidates]
-        return DistillResult("ok" if exps else "empty", attempt, exps)
-    return DistillResult("malformed", retries + 1, [], error)
+        return DistillResult("ok" if exps else "empty", attempt, exps,
+                             shown_outcomes=outcomes_shown(prompt))
+    return DistillResult("malformed", retries + 1, [], error, shown_outcomes=outcomes_shown(prompt))
 
 
 def supporting_ids(exp_evidence: list[str], trajectories: list[TrajectoryView]) -> tuple[list[str], list[str]]:
@@ -87,6 +99,7 @@ class VoteResult:
     approve: bool
     parse_ok: bool
     rationale: str
+    shown_outcomes: bool = False  # the prompt sent showed the runs' grades (measured)
 
 
 def vote(task: str, policy: str, context: list[TrajectoryView], title: str, when_to_use: str,
@@ -107,10 +120,10 @@ def vote(task: str, policy: str, context: list[TrajectoryView], title: str, when
         raw = call([{"role": "user", "content": prompt}], schema)
         try:
             ans = VoteAnswer.model_validate(_parse_json(raw))
-            return VoteResult(ans.approve, True, ans.rationale)
+            return VoteResult(ans.approve, True, ans.rationale, outcomes_shown(prompt))
         except (ValueError, ValidationError) as err:
             last = f"unparseable vote ({type(err).__name__}): {(raw or '')[:200]}"
-    return VoteResult(False, False, last)
+    return VoteResult(False, False, last, outcomes_shown(prompt))
 
 
 def route(approvals: dict[str, bool]) -> tuple[str, list[str]]:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 from edv_ray.methods import contamination as C
 from edv_ray.methods.reasoning_bank.config import NAME
-from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, load_entries
+from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, load_entries, visible
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
 DONE = "DONE"  # marker: a contaminated copy is complete
@@ -23,7 +23,8 @@ def contaminated_banks(ctx, rb, bank_of: Callable[[str], Path]) -> Iterator[tupl
     if not ctx.cfg.contamination:
         return
     agents = ctx.cfg.executor_names()
-    clean = {a: _hosts(load_entries(bank_of(a))) for a in agents}
+    # hosts among what retrieval can return: each past task's latest entry
+    clean = {a: _hosts(visible(load_entries(bank_of(a)), None, None, set())) for a in agents}
     for share in ctx.cfg.contamination:
         hosts = {a: C.pick_hosts(clean[a], share, ctx.cfg.seed, f"{NAME}:{a}") for a in agents}
         flat: dict[str, list[C.Host]] = {}

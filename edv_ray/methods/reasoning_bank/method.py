@@ -37,14 +37,16 @@ def memory(ctx, rb: ReasoningBankConfig, before_seq: int | None, bank_of=None):
             return None  # nothing to retrieve: the same episode as one without memory
         return MemoryRequest(
             provider="edv_ray.methods.reasoning_bank.store:rb_experiences", version=version(seen),
-            params=dict(bank_dir=str(bank), k=rb.retrieval_k, domain=domain,
+            params=dict(_bank_dir=str(bank), k=rb.retrieval_k, domain=domain,
                         before_seq=before_seq, exclude=exclude))
     return fn
 
 
-def stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epoch: int) -> None:
+def stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epoch: int) -> list[str]:
     """Each task in order: every agent acts (k rollouts with MaTTS) with what it learned
-    before this task, then learns from it."""
+    before this task, then learns from it. Stops at the first task left unfinished (an
+    errored episode or learning step): later tasks must see its entry, so they wait for
+    ``--resume``. Returns what is unfinished."""
     from edv_ray.methods.jobkit import role_binding
     from edv_ray.methods.reasoning_bank.learn import RBLearnJob
 
@@ -74,6 +76,10 @@ def stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epo
         bad = [r["job_id"] for r in results if r.get("status") != "ok"]
         if bad:
             ctx.unfinished.extend(bad)
+            ctx.console.print(f"[yellow]reasoning_bank: task {i}/{len(ordered)} unfinished; the "
+                              f"stream stops here — continue with `edv run --resume {ctx.run_dir}`[/]")
+            return bad
+    return []
 
 
 def run(ctx, rb: ReasoningBankConfig) -> None:
@@ -92,10 +98,7 @@ def run(ctx, rb: ReasoningBankConfig) -> None:
         contaminate_and_infer(ctx, rb, 0, test, plan)
         return
     for epoch in range(rb.epochs):
-        stream(ctx, rb, train, EXECUTE, epoch)
-        if ctx.unfinished:
-            ctx.console.print(f"[yellow]reasoning_bank: {len(ctx.unfinished)} step(s) unfinished; "
-                              f"resume with `edv run --resume {ctx.run_dir}`[/]")
+        if stream(ctx, rb, train, EXECUTE, epoch):
             return
         if rb.eval_after_each_epoch or epoch == rb.epochs - 1:
             steps.execute(ctx, stage=INFER, method=NAME, epoch=epoch, plan=plan, tasks=test,

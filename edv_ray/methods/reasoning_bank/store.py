@@ -127,7 +127,7 @@ def rb_experiences(observed_text: str, params: dict) -> Retrieval:
     from edv_ray.memory import Embedder
 
     exclude = {tuple(x) for x in params.get("exclude") or ()}
-    entries = visible(load_entries(Path(params["bank_dir"])), params.get("domain"),
+    entries = visible(load_entries(Path(params["_bank_dir"])), params.get("domain"),
                       params.get("before_seq"), exclude)
     if not entries or not observed_text.strip():
         return Retrieval()
