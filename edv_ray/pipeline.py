@@ -122,6 +122,9 @@ class RunResult:
 
 def check_output_dir(path: Path) -> None:
     """The run folder can be made and written: one clear error otherwise (before Ray)."""
+    from edv_ray.results.views import check_hive_safe
+
+    check_hive_safe(path)
     probe = path
     while not probe.exists():
         probe = probe.parent

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from edv_ray.config import ConfigError, RunConfig, load_config_dict
-from edv_ray.config_files import deep_merge, read_yaml
+from edv_ray.config_files import deep_merge, load_yaml_file, read_yaml
 
 
 class SweepConfig(BaseModel):
@@ -92,8 +92,8 @@ def expand(sweep: SweepConfig, base: dict[str, Any]) -> list[tuple[str, dict[str
 
 def load_sweep(path: str | Path) -> tuple[SweepConfig, list[tuple[str, RunConfig, dict]]]:
     path = Path(path)
+    raw = load_yaml_file(path, "sweep") or {}  # bounded: size, depth, aliases
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         sweep = SweepConfig.model_validate(raw)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as err:
         raise ConfigError(f"invalid sweep {path}: {err}") from None

@@ -39,15 +39,34 @@ CREATE OR REPLACE MACRO wilson_high(s, n) AS CASE WHEN n = 0 THEN NULL ELSE
 """
 
 
+def check_hive_safe(path: str | Path) -> None:
+    """A run folder whose path has a ``key=value`` folder (``runs/success=true/...``) is
+    refused: DuckDB's hive partitioning would read it as a column of every row and
+    override the stored one. One clear error (a ConfigError) instead."""
+    from edv_ray.config_files import ConfigError
+
+    bad = [p for p in Path(path).absolute().parts if "=" in p]
+    if bad:
+        raise ConfigError(f"run folder {path}: '=' in a folder name ({bad[0]!r}) would be read "
+                          "as a table column by the Parquet reader; choose a path without '='")
+
+
+def glob_literal(path: Path) -> Path:
+    """``path`` with DuckDB glob characters made literal (``[`` ``*`` ``?`` → ``[[]`` …),
+    so a folder such as ``runs/a[1]`` matches itself and nothing else."""
+    return Path("".join(f"[{c}]" if c in "[*?" else c for c in str(path)))
+
+
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
     """A view over every Parquet file under ``folder`` (hive partitions as columns), or a
     typed empty table when there is none yet, so derived views always bind."""
     import pyarrow as pa
 
     if any(folder.rglob("*.parquet")):
-        glob = str(folder / "**" / "*.parquet").replace("'", "''")
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{glob}', "
-                    "hive_partitioning=true, union_by_name=true)")
+        # the relational API, not SQL text: the path never becomes part of a statement
+        # (a folder named `x' ...` is a path, not code); glob characters in it are literal
+        con.read_parquet(str(glob_literal(folder) / "**" / "*.parquet"), hive_partitioning=True,
+                         union_by_name=True).create_view(name, replace=True)
         return
     for key in partition_keys:
         if key not in schema.names:
@@ -66,6 +85,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     ``with_methods``: also every registered method's views and ``method_results``
     (:mod:`edv_ray.methods.views`)."""
     run_dir = Path(run_dir)
+    check_hive_safe(run_dir)
     con = con or duckdb.connect()
     from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA, ROUTING_SCHEMA,
                                         SELECTION_SCHEMA, USES_SCHEMA)
