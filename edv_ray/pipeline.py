@@ -193,6 +193,7 @@ def _set_aside_damaged(run_dir: Path, console: Console) -> None:
 def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console,
                     show_progress: bool, shared_pool) -> RunResult:
     from edv_ray.envs.protocol import get_env
+    from edv_ray.interrupts import reclaim as reclaim_signals
     from edv_ray.methods.registry import get_method
     from edv_ray.report.tables import report
     from edv_ray.report.tracking import Tracker
@@ -211,6 +212,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
          "is_executor": a.name in cfg.executor_names()} for a in cfg.agents
     ])
     init_ray(cfg.runtime)
+    reclaim_signals()  # Ray's core worker took SIGTERM over: ours again (interrupts.py)
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
     pool = shared_pool or launch_servers(cfg, run_dir)
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
