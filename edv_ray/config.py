@@ -141,13 +141,24 @@ class _BenchmarkCommon(_Strict):
     # the evaluation (test) selection: what every method is scored on
     split: str = "test"
     task_ids: list[str] | None = None
-    num_tasks: int | None = Field(None, ge=1)  # per domain, after task_ids filtering
+    # per domain, after task_ids filtering (the first N of the listed ids, in split order)
+    num_tasks: int | None = Field(None, ge=1)
     # the construction (training) selection: what memory / the Ability Matrix is built on
     train_split: str = "train"
     train_task_ids: list[str] | None = None
     num_train_tasks: int | None = Field(None, ge=1)
     max_steps: int = Field(100, ge=1)  # τ²-bench's own default
     max_errors: int = Field(5, ge=1)
+
+    @field_validator("task_ids", "train_task_ids")
+    @classmethod
+    def _ids_listed_once(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:  # [] would select the whole split: say which you mean
+            raise ValueError("is empty: leave it out (or null) to select the whole split")
+        dupes = sorted({i for i in v or [] if v.count(i) > 1})
+        if dupes:
+            raise ValueError(f"lists {dupes[:5]} more than once")
+        return v
 
 
 class Tau2Benchmark(_BenchmarkCommon):
@@ -357,7 +368,10 @@ class RunConfig(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts = [str(p) for p in e["loc"]]
+        if parts[:1] == ["benchmark"] and len(parts) > 2:  # the union's tag is no field
+            del parts[1]
+        loc = ".".join(parts) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
