@@ -89,6 +89,7 @@ def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
 def validate(cfg: RunConfig) -> dict[str, list]:
     """All up-front checks; returns the selected tasks."""
     from edv_ray.envs.protocol import get_env
+    from edv_ray.methods.memory_from import check_memory_from
     from edv_ray.runtime.servers import check_models
 
     env = get_env(cfg.benchmark.name)
@@ -101,6 +102,7 @@ def validate(cfg: RunConfig) -> dict[str, list]:
                 f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
                 "but roles.user_simulator is not set")
     check_prompt_budgets(cfg, env, list(tasks))
+    check_memory_from(cfg)  # another run's memory: folder, benchmark, domains, integrity
     check_models(cfg)
     if cfg.runtime.ray_address:
         from edv_ray.runtime.ray_setup import check_reachable

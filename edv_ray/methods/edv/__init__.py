@@ -14,7 +14,7 @@ register(Method(
                     FROM episodes WHERE stage = '{INFER_STAGE}'""",
     admitted_sql=f"""SELECT '{NAME}' AS method, bank, count(*) AS items FROM memory_items
                      WHERE distiller IS DISTINCT FROM 'contamination' GROUP BY bank""",
-    has_memory=True,
+    has_memory=True, memory_dir="memory",
     phases={"execute": CONSTRUCTION, "distill": CONSTRUCTION, "verify": CONSTRUCTION,
             INFER_STAGE: INFERENCE},
     summary="Execute–Distill–Verify with shared/private banks and routed inference"))

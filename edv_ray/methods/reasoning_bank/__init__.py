@@ -198,7 +198,7 @@ WHERE e.stage = '{STREAM}'
 
 register(Method(
     name=NAME, config_cls=ReasoningBankConfig, run=run, add_views=add_views,
-    results_sql=_RESULTS, has_memory=True,
+    results_sql=_RESULTS, has_memory=True, memory_dir="rb/bank",
     admitted_sql=f"""SELECT '{NAME}' AS method, 'rb' AS bank, sum(len(items))::BIGINT AS items
                      FROM rb_entries WHERE status IS DISTINCT FROM 'contamination'
                      HAVING count(*) > 0""",
