@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         disk = storage_error(e)
         if disk is not None:  # disk full, read-only, I/O error: one line
-            err.print(f"[red]error:[/] cannot write: {escape(describe_storage_error(disk))}")
+            err.print(f"[red]error:[/] file system: {escape(describe_storage_error(disk))}")
             return EXIT_STORAGE
         raise
     except KeyboardInterrupt as e:
@@ -161,7 +161,7 @@ def _run(args, console, err) -> int:
             disk = storage_error(e)
             if disk is None or not (run_dir / "config.yaml").is_file():
                 raise
-            err.print(f"[red]error:[/] cannot write the run folder: "
+            err.print(f"[red]error:[/] the file system stopped the run: "
                       f"{escape(describe_storage_error(disk))}; finished episodes are kept — "
                       f"free space (or fix the folder), then `{escape(resume)}`")
             return EXIT_STORAGE
