@@ -27,6 +27,8 @@ import os
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LOGURU_LEVEL", "WARNING")  # τ²-bench logs every step at INFO
@@ -116,29 +118,64 @@ def main(argv: list[str] | None = None) -> int:
             n = sum(len(t) for t in tasks.values())
             console.print(f"config OK: {len(cfg.agents)} agents, {n} tasks, method {cfg.method}")
             return 0
-        if args.config and args.resume:
-            raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
-        cfg, run_id, run_dir = pipeline.prepare(args.config, args.resume)
-        result = pipeline.execute(cfg, run_id, run_dir, console=console,
-                                  show_progress=not args.no_progress)
-        console.print(f"run folder: {run_dir}")
-        return 0 if result.complete else 4
+        return _run(args, console, err)
     except ConfigError as e:
         err.print(f"[red]error:[/] {escape(str(e))}")  # a folder name is text, not markup
         return 2
     except Exception as e:  # a server that cannot start: one message, its log tail included
+        from edv_ray.interrupts import EXIT_STORAGE, describe_storage_error, storage_error
         from edv_ray.serving.embedded import WeightsError
         from edv_ray.serving.process_server import ServerStartError
 
         cause = getattr(e, "cause", None) or e.__cause__ or e
         if isinstance(e, (ServerStartError, WeightsError)) or isinstance(
                 cause, (ServerStartError, WeightsError)):
-            err.print(f"[red]error:[/] a model server could not start: {cause}")
+            err.print(f"[red]error:[/] a model server could not start: {escape(str(cause))}")
             return 3
+        disk = storage_error(e)
+        if disk is not None:  # disk full, read-only, I/O error: one line
+            err.print(f"[red]error:[/] file system: {escape(describe_storage_error(disk))}")
+            return EXIT_STORAGE
         raise
-    except KeyboardInterrupt:
-        err.print("interrupted: resume with `edv run --resume RUN_DIR`")
-        return 130
+    except KeyboardInterrupt as e:
+        err.print(f"interrupted ({e or 'SIGINT'})")
+        return getattr(e, "exit_code", 130)
+
+
+def _run(args, console, err) -> int:
+    """``edv run``: a signal or a storage error ends it with the REAL resume command."""
+    import shlex
+
+    from edv_ray import pipeline
+    from edv_ray.config import ConfigError
+    from edv_ray.interrupts import (EXIT_STORAGE, Stopped, describe_storage_error,
+                                    stop_on_signals, storage_error)
+
+    if args.config and args.resume:
+        raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
+    with stop_on_signals():
+        cfg, run_id, run_dir = pipeline.prepare(args.config, args.resume)
+        resume = f"edv run --resume {shlex.quote(str(run_dir))}"
+        try:
+            result = pipeline.execute(cfg, run_id, run_dir, console=console,
+                                      show_progress=not args.no_progress)
+        except Stopped as stop:
+            if not (run_dir / "config.yaml").is_file():
+                err.print(f"stopped by {stop.name} before the run started (nothing written)")
+            else:
+                err.print(f"stopped by {stop.name}: finished episodes are kept; continue "
+                          f"with `{escape(resume)}`")
+            return stop.exit_code
+        except Exception as e:
+            disk = storage_error(e)
+            if disk is None or not (run_dir / "config.yaml").is_file():
+                raise
+            err.print(f"[red]error:[/] the file system stopped the run: "
+                      f"{escape(describe_storage_error(disk))}; finished episodes are kept — "
+                      f"free space (or fix the folder), then `{escape(resume)}`")
+            return EXIT_STORAGE
+    console.print(f"run folder: {run_dir}")
+    return 0 if result.complete else 4
 
 
 def _sweep(args, console, err) -> int:

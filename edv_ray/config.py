@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from edv_ray.config_files import ConfigError, read_yaml
+from edv_ray.credentials import env_name_problem, refuse_credentials
 from edv_ray.config_simulation import SimulationProfile
 
 TAU2_DOMAINS = ("mock", "airline", "retail", "telecom")
@@ -95,6 +96,14 @@ class ModelConfig(_Strict):
     python: str | None = None
     num_gpus: int | None = Field(None, ge=0)
     simulation: SimulationProfile | None = None  # engine=simulated only: the planted profile
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        problem = None if v is None else env_name_problem(v)
+        if problem:
+            raise ValueError(f"api_key_env {problem}")  # the value itself is never echoed
+        return v
 
     @model_validator(mode="after")
     def _check_engine_fields(self) -> "ModelConfig":
@@ -161,13 +170,24 @@ class _BenchmarkCommon(_Strict):
     # the evaluation (test) selection: what every method is scored on
     split: str = "test"
     task_ids: list[str] | None = None
-    num_tasks: int | None = Field(None, ge=1)  # per domain, after task_ids filtering
+    # per domain, after task_ids filtering (the first N of the listed ids, in split order)
+    num_tasks: int | None = Field(None, ge=1)
     # the construction (training) selection: what memory / the Ability Matrix is built on
     train_split: str = "train"
     train_task_ids: list[str] | None = None
     num_train_tasks: int | None = Field(None, ge=1)
     max_steps: int = Field(100, ge=1)  # τ²-bench's own default
     max_errors: int = Field(5, ge=1)
+
+    @field_validator("task_ids", "train_task_ids")
+    @classmethod
+    def _ids_listed_once(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:  # [] would select the whole split: say which you mean
+            raise ValueError("is empty: leave it out (or null) to select the whole split")
+        dupes = sorted({i for i in v or [] if v.count(i) > 1})
+        if dupes:
+            raise ValueError(f"lists {dupes[:5]} more than once")
+        return v
 
 
 class Tau2Benchmark(_BenchmarkCommon):
@@ -416,17 +436,21 @@ class RunConfig(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts = [str(p) for p in e["loc"]]
+        if parts[:1] == ["benchmark"] and len(parts) > 2:  # the union's tag is no field
+            del parts[1]
+        loc = ".".join(parts) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
-        lines.append(f"  {loc}: {msg}")
-    return f"invalid config {source}:\n" + "\n".join(lines)
+        lines.append(f"{loc}: {msg}")
+    return f"invalid config {source}: " + "; ".join(lines)  # one line, every problem
 
 
 def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {source}: expected a mapping at the top level")
+    refuse_credentials(data, source)  # before anything can echo, save or log a value
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:

@@ -117,9 +117,9 @@ class SimulationProfile(_Strict):
     """The ``simulation:`` section of a model with ``engine: simulated``."""
 
     seed: int = 0  # every draw is keyed by it (and by agent, task, epoch, trial, stage)
-    # key of the hidden truth tags (HMAC): items written under another secret count as
+    # salt of the hidden truth tags' HMAC key: items written under another salt count as
     # undecodable (wrong); keep it when a bank is reused with memory_from
-    secret: str = Field("edv-sim", min_length=1)
+    tag_salt: str = Field("edv-sim", min_length=1)
     # whose randomness an agent's draws are: its own (agent name), or the model's at the
     # request's sampling seed (agents of one model with the same seed then act alike,
     # as a real model would)

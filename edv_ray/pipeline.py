@@ -110,6 +110,7 @@ def validate(cfg: RunConfig) -> dict[str, list]:
     """All up-front checks; returns the selected tasks. Endpoint models without ``n_ctx``
     get the context their server reports, written into ``cfg``."""
     from edv_ray.envs.protocol import get_env
+    from edv_ray.methods.memory_from import check_memory_from
     from edv_ray.runtime.servers import check_models
     from edv_ray.serving.context import resolve_contexts
 
@@ -122,6 +123,7 @@ def validate(cfg: RunConfig) -> dict[str, list]:
             raise ConfigError(
                 f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
                 "but roles.user_simulator is not set")
+    check_memory_from(cfg)  # another run's memory: folder, benchmark, domains, integrity
     check_models(cfg)
     resolve_contexts(cfg)
     check_prompt_budgets(cfg, env, list(tasks))
@@ -145,6 +147,9 @@ class RunResult:
 
 def check_output_dir(path: Path) -> None:
     """The run folder can be made and written: one clear error otherwise (before Ray)."""
+    from edv_ray.results.views import check_hive_safe
+
+    check_hive_safe(path)
     probe = path
     while not probe.exists():
         probe = probe.parent
@@ -213,6 +218,7 @@ def _set_aside_damaged(run_dir: Path, console: Console) -> None:
 def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console,
                     show_progress: bool, shared_pool) -> RunResult:
     from edv_ray.envs.protocol import get_env
+    from edv_ray.interrupts import reclaim as reclaim_signals
     from edv_ray.methods.registry import get_method
     from edv_ray.report.tables import report
     from edv_ray.report.tracking import Tracker
@@ -231,6 +237,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
          "is_executor": a.name in cfg.executor_names()} for a in cfg.agents
     ])
     init_ray(cfg.runtime)
+    reclaim_signals()  # Ray's core worker took SIGTERM over: ours again (interrupts.py)
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
     pool = shared_pool or launch_servers(cfg, run_dir)
     (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))

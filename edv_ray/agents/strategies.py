@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from edv_ray.prompts import render_prompt, fence
+from edv_ray.prompts import experiences_block, render_prompt
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,7 @@ def render_system_prompt(
         mode = render_prompt("agents", "mode_solo.v1", ticket=ticket, stop_tool=stop_tool)
     else:
         mode = render_prompt("agents", "mode_conversation.v1")
-    block = ""
-    if experiences:
-        # memory text came from models: fenced so it cannot close the block
-        lines = "\n".join(f"{i}. {fence(e.strip())}" for i, e in enumerate(experiences, 1))
-        block = "\n" + render_prompt("agents", "experiences_block.v1", experiences=lines)
+    block = experiences_block("agents", experiences)  # memory text came from models: fenced
     tools = "\n".join(json.dumps(s["function"] if "function" in s else s) for s in tool_schemas)
     return render_prompt(
         "agents", strategy.prompt, mode_instructions=mode, policy=policy.strip(),

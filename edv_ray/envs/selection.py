@@ -9,7 +9,7 @@ from edv_ray.config import ConfigError
 
 def pick(tasks: list, id_of: Callable, task_ids: list[str] | None, num_tasks: int | None,
          where: str) -> list:
-    if task_ids:
+    if task_ids is not None:  # [] selects nothing (configs refuse it), never everything
         wanted = set(task_ids)
         tasks = [t for t in tasks if id_of(t) in wanted]
         missing = sorted(wanted - {id_of(t) for t in tasks})

@@ -59,6 +59,7 @@ class Method:
     # SQL giving (method, bank, items): experiences the method admitted to memory
     admitted_sql: str | None = None
     has_memory: bool = False  # supports contamination / memory_from
+    memory_dir: str | None = None  # memory_from: the source run's folder this method reads
     summary: str = ""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import string
 from pathlib import Path
+from typing import Sequence
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,3 +37,22 @@ def fence(text: str) -> str:
     outcome: ``<`` ``>`` ``&`` become entities. Labels such as outcomes are attributes of
     block tags that only our code writes."""
     return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def experiences_block(package: str, experiences: Sequence[str],
+                      name: str = "experiences_block.v1") -> str:
+    """The retrieved-experiences block of an agent's system prompt — the one fence every
+    benchmark uses (τ²-bench through ``agents``, Mind2Web, MMTB). A stored lesson is
+    data written by a model from trajectories that carry tool output and user text: each
+    one is fenced (:func:`fence`: it cannot close ``</experiences>`` or open a tag) and
+    kept inside its numbered item: its further lines are indented and blank lines dropped,
+    so no line of it starts a line of the prompt (such as a forged ``SYSTEM:`` turn) or
+    passes for another item. The wording around the lessons is the
+    package's ``prompts/NAME.md`` (``$experiences`` = the numbered items). "" for none."""
+    if not experiences:
+        return ""
+    items = []
+    for i, e in enumerate(experiences, 1):
+        lines = [ln.strip() for ln in fence(str(e)).splitlines() if ln.strip()] or [""]
+        items.append("\n".join([f"{i}. {lines[0]}", *(f"   {ln}" for ln in lines[1:])]))
+    return "\n" + render_prompt(package, name, experiences="\n".join(items))

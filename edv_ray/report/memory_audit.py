@@ -47,7 +47,7 @@ PROMPT = "memory_audit.v1"
 CRITERIA = ("groundedness", "actionability", "specificity", "noise_hallucination", "potential_harm")
 HIGHER_IS_BETTER = {"groundedness": True, "actionability": True, "specificity": True,
                     "noise_hallucination": False, "potential_harm": False}
-SHEET_COLUMNS = ("item_id", "method", "bank", "text", "source_task", *CRITERIA, "comment")
+SHEET_COLUMNS = ("item_id", "method", "bank", "text", "source_task", *CRITERIA, "rater", "comment")
 MAX_TRAJECTORIES, TRAJECTORY_CHARS = 3, 4000
 
 
@@ -291,10 +291,22 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _rater_pairs(scored: list[tuple[str, str, int]]) -> list[int]:
+    """|difference| of every pair of two raters' scores on the same item."""
+    by_item: dict[str, dict[str, int]] = {}
+    for item, rater, score in scored:
+        by_item.setdefault(item, {})[rater] = score
+    return [abs(a - b) for s in by_item.values() for i, a in enumerate(s.values())
+            for b in list(s.values())[i + 1:]]
+
+
 def summarize(run_dir: str | Path) -> list[dict]:
     """Per method × criterion: LLM mean and n (unscored items counted apart), human mean
-    and n, and on items scored by both: pairs, exact agreement, agreement within one
-    point, mean absolute difference. Also written to ``audit/summary.csv``."""
+    and n over every rater's scores, the number of raters, and on items scored by both:
+    pairs (each rater's score against the LLM's), exact agreement, agreement within one
+    point, mean absolute difference; between raters (items two or more people scored):
+    rater pairs, their exact agreement and within one point. Also written to
+    ``audit/summary.csv``."""
     out_dir = audit_dir(run_dir)
     llm = read_rows(out_dir / "memory_audit.parquet")
     human = read_rows(out_dir / "human_scores.parquet")
@@ -309,13 +321,18 @@ def summarize(run_dir: str | Path) -> list[dict]:
             pairs = [(h[c], by_item[h["item_id"]][c]) for h in hm
                      if h[c] is not None and h["item_id"] in by_item]
             diffs = [abs(a - b) for a, b in pairs]
+            between = _rater_pairs([(h["item_id"], h["rater"], h[c]) for h in hm
+                                    if h[c] is not None])
             table.append(dict(
                 method=method, criterion=c, higher_is_better=HIGHER_IS_BETTER[c],
                 llm_mean=_mean(ls), llm_n=len(ls), llm_unscored=sum(1 for r in lm if not r["parse_ok"]),
-                human_mean=_mean(hs), human_n=len(hs), pairs=len(pairs),
+                human_mean=_mean(hs), human_n=len(hs),
+                raters=len({h["rater"] for h in hm if h[c] is not None}), pairs=len(pairs),
                 exact_agreement=_mean([float(d == 0) for d in diffs]),
                 within_one=_mean([float(d <= 1) for d in diffs]),
-                mean_abs_diff=_mean([float(d) for d in diffs])))
+                mean_abs_diff=_mean([float(d) for d in diffs]),
+                rater_pairs=len(between), rater_exact=_mean([float(d == 0) for d in between]),
+                rater_within_one=_mean([float(d <= 1) for d in between])))
     if table:
         out_dir.mkdir(parents=True, exist_ok=True)
         with (out_dir / "summary.csv").open("w", newline="") as f:
@@ -329,6 +346,7 @@ def print_summary(table: list[dict], console) -> None:
     from edv_ray.report.tables import _rich_table
 
     cols = ["method", "criterion", "llm_mean", "llm_n", "llm_unscored", "human_mean", "human_n",
-            "pairs", "exact_agreement", "within_one", "mean_abs_diff"]
+            "raters", "pairs", "exact_agreement", "within_one", "mean_abs_diff", "rater_pairs",
+            "rater_exact"]
     console.print(_rich_table("Memory audit (0–5; noise and harm: higher is worse)", cols,
                               [tuple(r[c] for c in cols) for r in table]))

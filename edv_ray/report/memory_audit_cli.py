@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
+from edv_ray.credentials import credential_kind
 from edv_ray.llm.client import Endpoint
 from edv_ray.report.memory_audit import audit_dir, audit_run, print_summary, summarize
-from edv_ray.report.memory_audit_human import HumanScoreError, import_human_scores
+from edv_ray.report.memory_audit_human import HumanScoreError, import_human_scores, raters_of
 
 
 def add_parsers(sub) -> None:
@@ -23,20 +26,26 @@ def add_parsers(sub) -> None:
     i = sub.add_parser("audit-import", help="import a filled human rating sheet (CSV)")
     i.add_argument("run_dir")
     i.add_argument("csv")
-    i.add_argument("--rater", help="rater name (default: a rater column, else the file name)")
+    i.add_argument("--rater", help="who rated (required unless the sheet has a rater column); "
+                   "each rater's scores are kept apart, re-importing a rater replaces theirs")
 
 
 def run_cli(args, console) -> int:
     """Handle ``audit`` / ``audit-import`` (parsed by :func:`add_parsers`); exit code."""
     run_dir = Path(args.run_dir)
     if args.cmd == "audit":
+        kind = credential_kind(args.model_endpoint)
+        if kind:  # it would be printed and stored: keys go in --api-key-env's variable
+            console.print(f"[red]error:[/] --model-endpoint holds {kind}; put the key in an "
+                          "environment variable and name it with --api-key-env", soft_wrap=True)
+            return 2
         endpoint = Endpoint(model_name=args.model, litellm_model=f"openai/{args.model}",
                             api_base=args.model_endpoint, api_key_env=args.api_key_env)
         try:
             table = audit_run(run_dir, endpoint, args.sample, args.seed, retries=args.retries,
                               json_mode=args.json_mode)
         except ValueError as err:  # nothing to audit
-            console.print(f"[red]error:[/] {err}")
+            console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
             return 2
         print_summary(table, console)
         console.print(f"scores: {audit_dir(run_dir) / 'memory_audit.parquet'}\n"
@@ -45,8 +54,9 @@ def run_cli(args, console) -> int:
     try:
         n = import_human_scores(run_dir, args.csv, args.rater)
     except HumanScoreError as err:
-        console.print(f"[red]error:[/] {err}")
+        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)  # one line
         return 2
-    console.print(f"imported {n} rated item(s) into {audit_dir(run_dir) / 'human_scores.parquet'}")
+    console.print(f"imported {n} rated item(s) into {audit_dir(run_dir) / 'human_scores.parquet'}"
+                  f" (raters: {escape(', '.join(raters_of(run_dir)))})")
     print_summary(summarize(run_dir), console)
     return 0

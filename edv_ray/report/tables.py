@@ -80,7 +80,7 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
         console.print(_rich_table(title, cols, rows))
         if save:
             out_dir.mkdir(parents=True, exist_ok=True)
-            con.execute(f"COPY ({sql}) TO '{out_dir / (name + '.csv')}' (HEADER)")
+            con.sql(sql).write_csv(str(out_dir / f"{name}.csv"), header=True)  # no path in SQL
     if save and results.get("ability_matrix"):
         methods = sorted({r["method"] for r in results["ability_matrix"]},
                          key=lambda m: (m != "edv", m))

@@ -47,6 +47,18 @@ def _literal(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+def check_hive_safe(path: str | Path) -> None:
+    """A run folder whose path has a ``key=value`` folder (``runs/success=true/...``) is
+    refused: DuckDB's hive partitioning would read it as a column of every row and
+    override the stored one. One clear error (a ConfigError) instead."""
+    from edv_ray.config_files import ConfigError
+
+    bad = [p for p in Path(path).absolute().parts if "=" in p]
+    if bad:
+        raise ConfigError(f"run folder {path}: '=' in a folder name ({bad[0]!r}) would be read "
+                          "as a table column by the Parquet reader; choose a path without '='")
+
+
 def register_table(con, name: str, folder: Path, schema, partition_keys: list[str]) -> None:
     """A view over every Parquet file under ``folder`` (hive partitions as columns), or a
     typed empty table when there is none yet, so derived views always bind. The files are
@@ -82,6 +94,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     the construction episodes that method used (``uses``), as its Model Selector does;
     ``matrix_max_epoch``: only those of epochs up to it."""
     run_dir = Path(run_dir)
+    check_hive_safe(run_dir)
     con = con or duckdb.connect()
     from edv_ray.results.schema import (CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA,
                                         ROUTING_MATRIX_SCHEMA, ROUTING_SCHEMA,

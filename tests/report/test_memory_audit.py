@@ -197,7 +197,7 @@ def test_rating_sheet_round_trip(judge, tmp_path):
         r.update(groundedness=str(3 if g is None else g), actionability=" 3 ", specificity="2",
                  comment="ok")
     sheet[0]["specificity"] = ""  # a blank cell: not rated
-    n = MH.import_human_scores(run, write_sheet(tmp_path / "alice.csv", sheet))
+    n = MH.import_human_scores(run, write_sheet(tmp_path / "alice.csv", sheet), rater="alice")
     assert n == 5
     human = read_rows(run / "audit" / "human_scores.parquet")
     assert len(human) == 5 and {h["rater"] for h in human} == {"alice"}
@@ -209,7 +209,7 @@ def test_rating_sheet_round_trip(judge, tmp_path):
     assert a["pairs"] == 2 and a["exact_agreement"] == 0.5 and a["mean_abs_diff"] == 1.0
     assert (run / "audit" / "summary.csv").is_file()
     # importing the same rater again replaces the rows; another rater adds
-    MH.import_human_scores(run, tmp_path / "alice.csv")
+    MH.import_human_scores(run, tmp_path / "alice.csv", rater="alice")
     MH.import_human_scores(run, tmp_path / "alice.csv", rater="bob")
     assert sorted(h["rater"] for h in read_rows(run / "audit" / "human_scores.parquet")) == \
         ["alice"] * 5 + ["bob"] * 5

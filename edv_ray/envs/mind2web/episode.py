@@ -35,7 +35,7 @@ from edv_ray.envs.mind2web.metrics import (
     score_step,
 )
 from edv_ray.envs.selection import keep_end
-from edv_ray.prompts import render_prompt
+from edv_ray.prompts import experiences_block, render_prompt
 
 Complete = Callable[[list[dict[str, Any]]], str]
 PROMPTS = "envs/mind2web"  # render_prompt package path: edv_ray/envs/mind2web/prompts/
@@ -59,10 +59,7 @@ def instructions() -> str:
 
 
 def system_prompt(experiences: Sequence[str] = ()) -> str:
-    block = ""
-    if experiences:
-        lines = "\n".join(f"{i}. {e.strip()}" for i, e in enumerate(experiences, 1))
-        block = "\n" + render_prompt(PROMPTS, "experiences_block.v1", experiences=lines)
+    block = experiences_block(PROMPTS, experiences)  # stored lessons are fenced data
     return render_prompt(PROMPTS, "system.v1", experiences_block=block)
 
 

@@ -38,7 +38,7 @@ from edv_ray.envs.mmtb.callgraph import CallGraph, Crash, GraphTooLarge
 from edv_ray.envs.mmtb.data import ASK, Dialogue, GoldNode, Mission
 from edv_ray.envs.mmtb.metrics import MissionResult, answer_structure, breakdown
 from edv_ray.envs.selection import keep_end
-from edv_ray.prompts import render_prompt
+from edv_ray.prompts import experiences_block, render_prompt
 
 Complete = Callable[[list[dict[str, Any]]], str]
 PROMPTS = "envs/mmtb"  # render_prompt package path: edv_ray/envs/mmtb/prompts/
@@ -65,10 +65,7 @@ def instructions() -> str:
 
 
 def system_prompt(dialogue: Dialogue, mission: Mission, experiences: Sequence[str] = ()) -> str:
-    block = ""
-    if experiences:
-        lines = "\n".join(f"{i}. {e.strip()}" for i, e in enumerate(experiences, 1))
-        block = "\n" + render_prompt(PROMPTS, "experiences_block.v1", experiences=lines)
+    block = experiences_block(PROMPTS, experiences)  # stored lessons are fenced data
     tools = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False)
                       for t in dialogue.tools)
     return render_prompt(PROMPTS, "system.v1", env_info=mission.env_info or "unknown",

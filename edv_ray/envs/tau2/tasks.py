@@ -42,14 +42,13 @@ def load_domain_tasks(domain: str, split: str, task_ids: list[str] | None = None
 
 def select_tasks(bench: BenchmarkConfig) -> dict[str, list]:
     """domain → tasks; ids that appear in no selected domain are a config error."""
-    out = {d: load_domain_tasks(d, bench.split, bench.task_ids, bench.num_tasks)
-           for d in bench.domains}
-    if bench.task_ids:
+    out = {d: load_domain_tasks(d, bench.split, bench.task_ids) for d in bench.domains}
+    if bench.task_ids:  # before num_tasks: an id the cap leaves out is not "not found"
         found = {t.id for ts in out.values() for t in ts}
         missing = sorted(set(bench.task_ids) - found)
         if missing:
             raise ConfigError(f"task_ids not found in {bench.domains}/{bench.split}: {missing[:10]}")
-    return out
+    return {d: ts[:bench.num_tasks] if bench.num_tasks is not None else ts for d, ts in out.items()}
 
 
 def has_ticket(task) -> bool:

@@ -14,7 +14,7 @@ register(Method(
     results_sql=episode_results(NAME, INFER_STAGE),
     admitted_sql=f"""SELECT '{NAME}' AS method, bank, count(*) AS items FROM memory_items
                      WHERE distiller IS DISTINCT FROM 'contamination' GROUP BY bank""",
-    has_memory=True,
+    has_memory=True, memory_dir="memory",
     phases={"execute": CONSTRUCTION, "distill": CONSTRUCTION, "verify": CONSTRUCTION,
             AUDIT_STAGE: AUDIT, twin_stage(NAME): CONTAMINATION, INFER_STAGE: INFERENCE},
     summary="Execute–Distill–Verify with shared/private banks and routed inference"))

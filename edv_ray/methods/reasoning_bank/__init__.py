@@ -78,7 +78,7 @@ _RESULTS = (f"SELECT * FROM ({episode_results(NAME, INFER)}) UNION ALL BY NAME "
 
 register(Method(
     name=NAME, config_cls=ReasoningBankConfig, run=run, add_views=add_views,
-    results_sql=_RESULTS, has_memory=True,
+    results_sql=_RESULTS, has_memory=True, memory_dir="rb/bank",
     admitted_sql=f"""SELECT '{NAME}' AS method, 'rb' AS bank, sum(len(items))::BIGINT AS items
                      FROM rb_entries HAVING count(*) > 0""",
     phases={EXECUTE: CONSTRUCTION, LEARN: CONSTRUCTION, twin_stage(NAME): CONTAMINATION,

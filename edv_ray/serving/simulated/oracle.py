@@ -27,7 +27,7 @@ class Oracle:
     def __init__(self, profile: SimulationProfile | dict | None,
                  benchmarks: list[dict] | None = None) -> None:
         self.profile = SimulationProfile.model_validate(profile or {})
-        self.codec = Codec(self.profile.secret)
+        self.codec = Codec(self.profile.tag_salt)
         self.world = World(self.profile, benchmarks or [])
 
     # ---- hidden truth ------------------------------------------------------------------

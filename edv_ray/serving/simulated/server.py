@@ -49,7 +49,7 @@ class BadRequest(ValueError):
 class Simulator:
     def __init__(self, profile: SimulationProfile | dict, benchmarks: list[dict] | None = None) -> None:
         self.profile = SimulationProfile.model_validate(profile)
-        self.codec = Codec(self.profile.secret)
+        self.codec = Codec(self.profile.tag_salt)
         self.world = World(self.profile, benchmarks or [])
         self.acting = Acting(self)
         self.stages = StageAnswers(self)
