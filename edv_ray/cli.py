@@ -179,20 +179,24 @@ def _run(args, console, err) -> int:
 
 
 def _sweep(args, console, err) -> int:
-    """Run or resume a sweep: 0 all variants complete, 4 some not, 130 on Ctrl-C."""
+    """Run or resume a sweep: 0 all variants complete, 4 some not, 130 on Ctrl-C, 143 on
+    SIGTERM."""
     import shlex
 
     from rich.markup import escape
 
     from edv_ray.sweep import run_sweep
 
+    from edv_ray.interrupts import Stopped, stop_on_signals
+
     again = f"edv sweep {shlex.quote(args.sweep)}" + (" --accept-changed" if args.accept_changed else "")
     try:
-        outcomes = run_sweep(args.sweep, console=console, show_progress=not args.no_progress,
-                             accept_changed=args.accept_changed)
-    except KeyboardInterrupt:
+        with stop_on_signals():  # SIGTERM (Kubernetes, SLURM) stops it like Ctrl-C
+            outcomes = run_sweep(args.sweep, console=console, show_progress=not args.no_progress,
+                                 accept_changed=args.accept_changed)
+    except KeyboardInterrupt as stop:
         err.print(f"interrupted: resume with `{escape(again)}`")
-        return 130
+        return stop.exit_code if isinstance(stop, Stopped) else 130
     bad = {k: o for k, o in outcomes.items() if o["status"] != "complete"}
     for k, o in bad.items():
         detail = f" ({o['detail']})" if o["detail"] else ""

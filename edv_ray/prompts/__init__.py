@@ -40,7 +40,7 @@ def fence(text: str) -> str:
 
 
 def experiences_block(package: str, experiences: Sequence[str],
-                      name: str = "experiences_block.v1") -> str:
+                      name: str = "experiences_block.v2") -> str:
     """The retrieved-experiences block of an agent's system prompt — the one fence every
     benchmark uses (τ²-bench through ``agents``, Mind2Web, MMTB). A stored lesson is
     data written by a model from trajectories that carry tool output and user text: each
