@@ -174,3 +174,15 @@ def test_bad_arguments(pool, embedder):
     with pytest.raises(ValueError, match="k must be"):
         retrieve(pool, QUERY, k=-1)
     assert retrieve(MemoryBank(), QUERY) == []  # empty bank: no model load, no error
+
+
+def test_retrieval_scope_shared_or_private_only(pool):
+    """The paper's memory-hierarchy ablation: shared bank only, or the solver's private
+    bank only (edv.retrieval_scope)."""
+    shared = retrieve(pool, QUERY, solver="agent_a", k=3, tau=-1.0, scope="shared")
+    assert {r.bank for r in shared} == {"shared"} and len(shared) == 3
+    private = retrieve(pool, QUERY, solver="agent_a", k=3, tau=-1.0, scope="private")
+    assert {(r.bank, r.item.owner) for r in private} == {("private", "agent_a")}
+    assert len(private) == 2  # agent_a's two private items, never agent_b's
+    with pytest.raises(ValueError, match="scope"):
+        retrieve(pool, QUERY, solver="agent_a", scope="everything")

@@ -217,6 +217,12 @@ def test_memory_from_carries_the_ability_matrix(server, tmp_path):
 
 def test_smaller_method_settings():
     from edv_ray.methods.reasoning_bank.config import ReasoningBankConfig
+    from edv_ray.prompts import experiences_block
+
+    # retrieved lessons are not called verified (RB's and poisoned items are not)
+    for package in ("agents", "envs/mind2web", "envs/mmtb"):
+        block = experiences_block(package, ["Check the id first."])
+        assert "Check the id first." in block and "verified" not in block.lower()
 
     assert ReasoningBankConfig(matts="parallel", max_items=3).items_per_task == 3
     assert ReasoningBankConfig(matts="parallel").items_per_task == 5
