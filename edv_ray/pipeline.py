@@ -10,7 +10,6 @@ come from :mod:`edv_ray.methods.registry`, benchmarks from :mod:`edv_ray.envs.pr
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +194,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     from edv_ray.report.tracking import Tracker
     from edv_ray.results.store import RunStore
     from edv_ray.runtime.batch import EpisodeRunner
+    from edv_ray.runtime.cluster_view import ServerWatch, show_placement
     from edv_ray.runtime.ray_setup import init_ray
     from edv_ray.results.views import connect
     from edv_ray.runtime.servers import launch_servers
@@ -209,11 +209,14 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     ])
     init_ray(cfg.runtime)
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
-    pool = shared_pool or launch_servers(cfg, run_dir)
-    (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
+    pool = shared_pool or launch_servers(cfg, run_dir, echo=console.print)
+    pool.write(run_dir)
+    watch = ServerWatch(pool, run_dir, console.print).start()
     runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
-        runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url)
+        runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url,
+                               fallbacks=pool.fallbacks())
+        show_placement(pool, runner, run_dir, console.print)
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
                          console, tracker, show_progress)
         for name in cfg.method_names():
@@ -223,6 +226,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
         tracker.abort()
         raise
     finally:
+        watch.stop()
         if runner is not None:
             runner.shutdown()
         if shared_pool is None:

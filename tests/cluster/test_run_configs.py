@@ -1,0 +1,27 @@
+"""Every run config under cluster/configs/ passes `edv validate` — the checks a run makes
+before any GPU is used (schema, names, tasks, user simulator, prompt budgets against each
+model's context; not endpoint reachability: the cluster's servers do not exist here). A
+config that fails here would fail a RayJob (backoffLimit 0), the launcher or SLURM at
+start, after the GPUs were allocated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edv_ray.cli import main
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "cluster" / "configs").glob("*.yaml"))
+
+
+def test_there_are_configs():
+    assert [p.name for p in CONFIGS] == ["paper-pool.yaml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_edv_validate_accepts_it(path, capsys):
+    code = main(["validate", str(path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "config OK" in out.out
