@@ -210,8 +210,8 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
 
     pool = ServedPool()
     pending = []
-    demand = {m: (replica_gpus(m, cfg.models[m]), cfg.models[m].replicas)
-              for m in role_groups(cfg) if replica_gpus(m, cfg.models[m]) > 0}
+    gpus = {m: replica_gpus(m, cfg.models[m]) for m in role_groups(cfg)}
+    demand = {m: (g, cfg.models[m].replicas) for m, g in gpus.items() if g > 0}
     placed = reserve(demand, echo=echo) if demand else {}
     pool.groups = [g for g, _ in placed.values()]
     try:

@@ -23,6 +23,7 @@ Ray executor, which builds its own placement group, so they are not reserved her
 from __future__ import annotations
 
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -56,7 +57,7 @@ def reserve(demand: dict[str, tuple[int, int]], strategy: str = "SPREAD",
     for model, (gpus, n) in sorted(demand.items(), key=lambda kv: -kv[1][0]):
         bundle = {"CPU": cpus_per_replica, **({"GPU": gpus} if gpus else {})}
         groups[model] = placement_group([dict(bundle) for _ in range(n)], strategy=strategy,
-                                        name=f"edv-{model}")
+                                        name=f"edv-{model}-{uuid.uuid4().hex[:8]}")
     pending = {g.ready(): m for m, g in groups.items()}
     deadline, said = time.monotonic() + timeout_s, False
     while pending:
