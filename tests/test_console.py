@@ -24,6 +24,7 @@ NOISE = ("No .env file found", "Sonnet thinking is disabled",
          "Loading weights", "ReadOnly` qualifier")
 
 
+@pytest.mark.slow  # a full `edv run` in a subprocess: ~1 min alone, 3 min on a loaded VM
 def test_the_default_run_output_has_no_noise_and_keeps_real_warnings(server, tmp_path):
     server.add_script("distiller", scripts.distiller)
     server.add_script("verifier", scripts.verifier_all_approve)

@@ -132,7 +132,8 @@ class ServedPool:
         the actors and their placement groups."""
         import ray
 
-        live = [a for url, a in self.actor_by_url.items() if url not in self.down]
+        lost = {id(self.actor_by_url[u]) for u in self.down}
+        live = [a for a in self.actors if id(a) not in lost]
         if live:
             try:
                 ray.wait([a.stop.remote() for a in live], num_returns=len(live), timeout=60)

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[2]
 PAPER_POOL = ROOT / "cluster" / "configs" / "paper-pool.yaml"
 GPUS_PER_NODE = 8
-TASKS, TRIALS = 8, 2
+TASKS, TRIALS = 8, 3
 
 
 def bed_config(tmp_path: Path) -> dict:
@@ -140,8 +140,8 @@ def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp
         while finished_episodes(run_dir) < 6:
             assert run.poll() is None and time.monotonic() < end, run.communicate()[0][-4000:]
             time.sleep(0.5)
-        removed_at = time.time()
         c.remove_node(nodes[lost])
+        removed_at = time.time()  # the node's processes are gone
         out, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
@@ -163,7 +163,7 @@ def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp
     # the lost worker had episodes in flight; they ran again in the run, on other workers
     assert lost_attempts > 0 and rerun_ok > 0, (lost_attempts, rerun_ok)
     answered = con.execute("SELECT count(*) FROM llm_calls WHERE ok AND started_at > ?",
-                           [removed_at + 5]).fetchone()[0]
+                           [removed_at]).fetchone()[0]
     con.close()
     assert answered > 0  # the run went on after the loss, on the servers left
 
