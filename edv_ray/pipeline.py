@@ -88,6 +88,7 @@ def check_prompt_budgets(cfg: RunConfig, env, domains: list[str]) -> None:
 def validate(cfg: RunConfig) -> dict[str, list]:
     """All up-front checks; returns the selected tasks."""
     from edv_ray.envs.protocol import get_env
+    from edv_ray.runtime.ray_setup import check_reachable, cluster_address
     from edv_ray.runtime.servers import check_models
 
     env = get_env(cfg.benchmark.name)
@@ -100,10 +101,12 @@ def validate(cfg: RunConfig) -> dict[str, list]:
                 f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
                 "but roles.user_simulator is not set")
     check_prompt_budgets(cfg, env, list(tasks))
+    if cluster_address(cfg.runtime) and not Path(cfg.output_dir).is_absolute():
+        raise ConfigError(
+            f"output_dir {cfg.output_dir!r} is relative: on a Ray cluster every node writes "
+            "into the run folder; use an absolute path on storage all nodes share")
     check_models(cfg)
     if cfg.runtime.ray_address:
-        from edv_ray.runtime.ray_setup import check_reachable
-
         check_reachable(cfg.runtime.ray_address)
     return tasks
 

@@ -8,11 +8,13 @@
   each worker has built the benchmark's shared state (``Environment.warm_up``): episodes
   started in one burst call the model in one burst, the answers come back together and
   each wave queues on the workers' event loops — waves that then last the whole run;
-* workers are spread over the cluster's nodes (``SPREAD``), not stacked on the driver's;
-* a worker that dies (actor crash, its node left the cluster) is restarted by Ray, on a
-  surviving node; each of its in-flight episodes gets an error row written by the driver
-  and runs again once as the next attempt (a second death leaves the error row for
-  ``--resume``): never silently lost, never counted twice;
+* workers are spread over the cluster's nodes (each on the node with the fewest, the
+  driver's node last), not stacked on the driver's;
+* a worker that dies is restarted by Ray on its node, or, when its node left the cluster,
+  replaced on another; it gets no work until it answers. Each of its in-flight episodes
+  gets an error row written by the driver and runs again once as the next attempt (a
+  second loss leaves the error row for ``--resume``): never silently lost, never counted
+  twice;
 * an episode still running ``timeout_s + grace`` after it started (a queued one: after
   one of its worker's threads freed up) becomes an error row (the in-worker deadline
   normally fires first);
@@ -48,6 +50,30 @@ def shares(concurrency: int, workers: int) -> list[int]:
     """Threads per worker: ``concurrency`` split as evenly as it goes (no worker idle)."""
     n = max(1, min(workers, concurrency))
     return [concurrency // n + (i < concurrency % n) for i in range(n)]
+
+
+def spread_over_nodes(n: int, driver_node: str, taken: list[str] = ()) -> list[str]:
+    """Nodes for ``n`` more workers: each goes to the alive node with the fewest workers
+    (``taken``: the nodes of the others), the driver's node last (it also holds the driver
+    and the run's state). Ray's ``SPREAD`` and soft node affinity are best effort: on a
+    local four-node cluster they put two of three workers on one node."""
+    import ray
+
+    alive = sorted(node["NodeID"] for node in ray.nodes() if node.get("Alive")) or [driver_node]
+    load = collections.Counter(t for t in taken if t in alive)
+    out = []
+    for _ in range(n):
+        node = min(alive, key=lambda x: (load[x], x == driver_node, x))
+        load[node] += 1
+        out.append(node)
+    return out
+
+
+def worker_lost(err: BaseException) -> bool:
+    """The worker's process died (a crash, its node left the cluster), not the episode."""
+    import ray
+
+    return isinstance(err, (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError))
 
 
 @dataclass
@@ -86,8 +112,6 @@ class EpisodeRunner:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from edv_ray.runtime.actors import EpisodeWorker
-
         rt = cfg.runtime
         self.concurrency = rt.concurrency
         self.start_interval_s = rt.start_interval_s
@@ -108,14 +132,23 @@ class EpisodeRunner:
         llm = dict(timeout_s=cfg.llm.timeout_s, max_retries=cfg.llm.max_retries,
                    retry_budget_s=cfg.llm.retry_budget_s,
                    breaker_threshold=cfg.llm.breaker_threshold, transport=cfg.llm.transport)
-        self.workers = [
-            EpisodeWorker.options(max_concurrency=share, scheduling_strategy="SPREAD")
-            .remote(run_dir, llm, name) for share in self.shares
-        ]
+        self._worker_args = (run_dir, llm, name)
+        self.nodes = spread_over_nodes(len(self.shares), self.driver_node)
+        self.workers = [self._spawn(share, node) for share, node in zip(self.shares, self.nodes)]
         ray.get([w.ready.remote() for w in self.workers])
-        self.nodes = ray.get([w.node.remote() for w in self.workers])
         self.store = RunStore(run_dir)
         self._reran: set[str] = set()  # episodes re-run after their worker died
+
+    def _spawn(self, share: int, node: str):
+        """A worker pinned to ``node`` (Ray restarts it there after a crash; if the node
+        leaves the cluster, :meth:`_probe` replaces it on another)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from edv_ray.runtime.actors import EpisodeWorker
+
+        where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        return EpisodeWorker.options(max_concurrency=share, scheduling_strategy=where).remote(
+            *self._worker_args)
 
     def placement(self) -> dict:
         """Which node each worker started on (and the driver's), as ``workers.json``."""
@@ -243,7 +276,7 @@ class EpisodeRunner:
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # actor died / task crashed
-                        if isinstance(err, ray.exceptions.RayActorError):
+                        if worker_lost(err):
                             restarting.setdefault(w, [None, 0.0])
                         again = rerun(item, err) if rerun is not None else None
                         if again is not None:
@@ -263,7 +296,8 @@ class EpisodeRunner:
                 bar.update(tid, completed=done, line=line())
 
     def _probe(self, restarting: dict[int, list]) -> None:
-        """Ask each restarting worker whether it is back (every 2 s); drop those that are."""
+        """Ask each restarting worker whether it is back (every 2 s); drop those that are.
+        A worker whose node left the cluster is replaced on the least used alive node."""
         import ray
 
         now = time.monotonic()
@@ -277,6 +311,11 @@ class EpisodeRunner:
                 try:
                     ray.get(probe)
                     del restarting[w]
+                except ray.exceptions.ActorUnschedulableError:  # its node is gone
+                    others = self.nodes[:w] + self.nodes[w + 1:]
+                    self.nodes[w] = spread_over_nodes(1, self.driver_node, others)[0]
+                    self.workers[w] = self._spawn(self.shares[w], self.nodes[w])
+                    state[:] = [self.workers[w].ready.remote(), now]
                 except Exception:  # noqa: BLE001 - still restarting: ask again later
                     state[:] = [None, now + 2.0]
 
@@ -295,9 +334,7 @@ class EpisodeRunner:
     def _rerun(self, spec: EpisodeSpec, err: Exception) -> EpisodeSpec | None:
         """An episode whose worker died (its node left, the process crashed) runs again,
         once, as its next attempt; the lost attempt keeps an error row."""
-        from ray.exceptions import RayActorError
-
-        if not isinstance(err, RayActorError) or spec.episode_id in self._reran:
+        if not worker_lost(err) or spec.episode_id in self._reran:
             return None
         self._reran.add(spec.episode_id)
         self._driver_error(spec, f"{type(err).__name__} (worker lost; run again as attempt "

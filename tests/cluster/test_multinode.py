@@ -131,7 +131,9 @@ def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp
         workers = wait_for(run_dir / "workers.json", run)
         servers = json.loads((run_dir / "servers.json").read_text())
         check_layout(servers, cfg)
-        assert len(set(workers["workers"])) == 3  # one worker per node, three nodes
+        # one worker per node, none on the driver's node (it holds the driver and run state)
+        assert len(set(workers["workers"])) == 3
+        assert workers["driver_node"] not in workers["workers"]
         # the node to lose: not the driver's, holds a worker and at least one server
         nodes = {n.node_id: n for n in c.list_all_nodes()}
         lost = next(n for n in set(workers["workers"]) - {workers["driver_node"]}

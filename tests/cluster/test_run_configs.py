@@ -25,3 +25,16 @@ def test_edv_validate_accepts_it(path, capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "config OK" in out.out
+
+
+def test_a_cluster_run_needs_an_absolute_run_folder(tmp_path):
+    """Workers on other nodes write into the run folder: a relative one would land in
+    each node's own working directory."""
+    from edv_ray import pipeline
+    from edv_ray.config import ConfigError, load_config_dict
+    from edv_ray.testing.helpers import scripted_config
+
+    cfg = scripted_config("http://127.0.0.1:9/v1", tmp_path, output_dir="runs",
+                          runtime={"ray_address": "auto"})
+    with pytest.raises(ConfigError, match="is relative"):
+        pipeline.validate(load_config_dict(cfg))
