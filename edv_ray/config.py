@@ -222,7 +222,8 @@ class LLMConfig(_Strict):
     breaker_threshold: int = Field(5, ge=1)
     # auto: the direct OpenAI wire path for self-served OpenAI-compatible endpoints (the
     # servers a run starts; openai/ or hosted_vllm/ models with an api_base), litellm for
-    # every other provider; litellm / openai_sdk force one path (see llm/transport.py)
+    # every other provider; litellm: litellm for all; openai_sdk: the direct path for every
+    # openai/ or hosted_vllm/ model, also without an api_base (see llm/transport.py)
     transport: Literal["auto", "litellm", "openai_sdk"] = "auto"
 
 
