@@ -32,6 +32,7 @@ from rich.markup import escape
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LOGURU_LEVEL", "WARNING")  # τ²-bench logs every step at INFO
+os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")  # no "Use W&B Weave" hint per run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     from edv_ray.config import ConfigError
 
     args = _parser().parse_args(argv)
+    from edv_ray.envs.protocol import quiet_logs
+
+    quiet_logs()  # before any benchmark import: warnings only, no import notices
     console = Console(width=None if sys.stdout.isatty() else 160)  # no cut columns in logs
     err = Console(stderr=True, soft_wrap=True)  # one line per error, never wrapped
     try:

@@ -288,8 +288,11 @@ class LLMConfig(_Strict):
     # consecutive connection-level failures that open an endpoint's circuit breaker; calls
     # then wait for it (bounded by their deadline) instead of failing
     breaker_threshold: int = Field(5, ge=1)
-    # litellm, or the OpenAI SDK for OpenAI-compatible endpoints (see llm/transport.py)
-    transport: Literal["litellm", "openai_sdk"] = "litellm"
+    # auto: the direct OpenAI wire path for self-served OpenAI-compatible endpoints (the
+    # servers a run starts; openai/ or hosted_vllm/ models with an api_base), litellm for
+    # every other provider; litellm: litellm for all; openai_sdk: the direct path for every
+    # openai/ or hosted_vllm/ model, also without an api_base (see llm/transport.py)
+    transport: Literal["auto", "litellm", "openai_sdk"] = "auto"
 
 
 class WandbConfig(_Strict):

@@ -10,7 +10,6 @@ come from :mod:`edv_ray.methods.registry`, benchmarks from :mod:`edv_ray.envs.pr
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +110,7 @@ def validate(cfg: RunConfig) -> dict[str, list]:
     get the context their server reports, written into ``cfg``."""
     from edv_ray.envs.protocol import get_env
     from edv_ray.methods.memory_from import check_memory_from
+    from edv_ray.runtime.ray_setup import check_reachable, cluster_address
     from edv_ray.runtime.servers import check_models
     from edv_ray.serving.context import resolve_contexts
 
@@ -123,13 +123,15 @@ def validate(cfg: RunConfig) -> dict[str, list]:
             raise ConfigError(
                 f"{len(needy)} selected task(s) need a user simulator (e.g. {needy[0]!r}) "
                 "but roles.user_simulator is not set")
+    if cluster_address(cfg.runtime) and not Path(cfg.output_dir).is_absolute():
+        raise ConfigError(
+            f"output_dir {cfg.output_dir!r} is relative: on a Ray cluster every node writes "
+            "into the run folder; use an absolute path on storage all nodes share")
     check_memory_from(cfg)  # another run's memory: folder, benchmark, domains, integrity
     check_models(cfg)
     resolve_contexts(cfg)
     check_prompt_budgets(cfg, env, list(tasks))
     if cfg.runtime.ray_address:
-        from edv_ray.runtime.ray_setup import check_reachable
-
         check_reachable(cfg.runtime.ray_address)
     return tasks
 
@@ -224,6 +226,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     from edv_ray.report.tracking import Tracker
     from edv_ray.results.store import RunStore
     from edv_ray.runtime.batch import EpisodeRunner
+    from edv_ray.runtime.cluster_view import ServerWatch, show_placement
     from edv_ray.runtime.ray_setup import init_ray
     from edv_ray.results.views import connect
     from edv_ray.runtime.servers import launch_servers
@@ -239,11 +242,14 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     init_ray(cfg.runtime)
     reclaim_signals()  # Ray's core worker took SIGTERM over: ours again (interrupts.py)
     console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
-    pool = shared_pool or launch_servers(cfg, run_dir)
-    (run_dir / "servers.json").write_text(json.dumps([i.model_dump() for i in pool.infos], indent=1))
+    pool = shared_pool or launch_servers(cfg, run_dir, echo=console.print)
+    pool.write(run_dir)
+    watch = ServerWatch(pool, run_dir, console.print).start()
     runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
-        runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url)
+        runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url,
+                               fallbacks=pool.fallbacks())
+        show_placement(pool, runner, run_dir, console.print)
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
                          console, tracker, show_progress, task_types=task_types)
         for name in cfg.method_names():
@@ -253,6 +259,7 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
         tracker.abort()
         raise
     finally:
+        watch.stop()
         if runner is not None:
             runner.shutdown()
         if shared_pool is None:

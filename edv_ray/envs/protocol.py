@@ -75,9 +75,22 @@ _ENVS: dict[str, str] = {  # benchmark.name → module defining ENV
 }
 
 
+# notices benchmark packages log at import, which a user cannot act on: τ²-bench looks for
+# a .env file (we pass endpoints and keys explicitly) and reports its Anthropic-only
+# thinking switch
+IMPORT_NOTICES = ("No .env file found", "Sonnet thinking is disabled")
+
+
+def not_a_notice(record) -> bool:
+    """loguru filter: every record except the import notices above."""
+    return not any(record["message"].startswith(n) for n in IMPORT_NOTICES)
+
+
 def quiet_logs() -> None:
     """Benchmark packages log through loguru at INFO (τ²-bench logs every step): keep
-    warnings only, in worker processes."""
+    warnings (``LOGURU_LEVEL`` to change), without the import notices. Call it before
+    the benchmark is imported, in the driver and in every worker process."""
+    import os
     import sys
 
     try:
@@ -85,7 +98,7 @@ def quiet_logs() -> None:
     except ImportError:
         return
     logger.remove()
-    logger.add(sys.stderr, level="WARNING")
+    logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "WARNING"), filter=not_a_notice)
 
 
 def get_env(name: str) -> Environment:

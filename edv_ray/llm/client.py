@@ -1,5 +1,6 @@
-"""The one path for model calls: litellm with wall-clock bounds, retries, a circuit breaker
-per endpoint and a token ledger.
+"""The one path for model calls: wall-clock bounds, retries, a circuit breaker per endpoint
+and a token ledger, over the direct OpenAI wire path (self-served OpenAI-compatible
+servers) or litellm (every other provider) — :mod:`edv_ray.llm.transport`.
 
 Every call is attributed (run, stage, role, agent, model, task, trial, episode) and
 recorded with prompt/completion tokens and latency, whether it succeeds or not. The
@@ -11,8 +12,8 @@ API keys are read from the environment at call time and never stored.
 Time bounds. Each attempt is bounded in *wall-clock* time by ``min(timeout_s, time left to
 the episode deadline)``, including a server that trickles its answer byte by byte (httpx
 timeouts alone bound each read, not the call). The attempt runs as a task on one shared
-background event loop (:mod:`edv_ray.llm.aio`) through ``litellm.acompletion`` (or, with
-``transport="openai_sdk"``, the OpenAI SDK for OpenAI-compatible endpoints:
+background event loop (:mod:`edv_ray.llm.aio`) through the OpenAI SDK's client (self-served
+OpenAI-compatible endpoints) or ``litellm.acompletion`` (the rest; see
 :mod:`edv_ray.llm.transport`); at the bound the task is cancelled, which closes its
 connection — no abandoned thread or socket is left behind, however many calls time out.
 An attempt cut short by the episode deadline raises :class:`EpisodeDeadlineExceeded`.
@@ -240,7 +241,7 @@ class LLMClient:
                  retry_budget_s: float = 300.0, backoff_base_s: float = 0.5,
                  backoff_cap_s: float = 8.0, breaker_threshold: int = 5,
                  probe_interval_s: float = 2.0, outage_wait_s: float = 600.0,
-                 seed: int | None = None, transport: Transport = "litellm") -> None:
+                 seed: int | None = None, transport: Transport = "auto") -> None:
         self.timeout_s = timeout_s
         self.transport = transport
         self.max_retries = max_retries

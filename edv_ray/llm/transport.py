@@ -1,23 +1,31 @@
 """How one attempt of a model call reaches its server (retries, bounds and the breaker stay
-in :class:`~edv_ray.llm.client.LLMClient`, whichever transport is used).
+in :class:`~edv_ray.llm.client.LLMClient`, whichever path is used).
 
-``litellm`` (the default): ``litellm.acompletion`` — every provider litellm knows, its
-parameter mapping, cost and logging hooks.
+Two paths (``llm.transport``; DESIGN.md, decided in round 3):
 
-``openai_sdk``: for OpenAI-compatible endpoints only (``openai/…`` and ``hosted_vllm/…``
-models: vLLM, llama.cpp, any ``/v1/chat/completions`` server), the same request body is
-POSTed through the OpenAI SDK's client on the same pooled connections; other providers
-still go through litellm. What it skips is litellm's per-call bookkeeping (a logging object
-and success handler, response-cost lookup, request and response re-typing): CPU per call on
+``openai_sdk`` — the direct OpenAI wire path: the request body is POSTed as is through the
+OpenAI SDK's client on the shared pooled connections (:mod:`edv_ray.llm.aio`). For
+OpenAI-compatible servers only (``openai/…`` and ``hosted_vllm/…`` models: vLLM,
+llama.cpp, any ``/v1/chat/completions`` server); no parameter translation.
+
+``litellm`` — ``litellm.acompletion``: every provider litellm knows, its parameter mapping,
+cost and logging hooks.
+
+``auto`` (the default) takes the direct path for *self-served* OpenAI-compatible endpoints
+— the vLLM / llama.cpp actors a run starts, and any ``openai/`` or ``hosted_vllm/`` model
+with an explicit ``api_base`` — and litellm for every other provider (hosted APIs, and
+``openai/…`` without a URL, i.e. OpenAI itself). Both paths are tested to send the same
+body (``tests/llm/test_transport.py``).
+
+Why: what the direct path skips is litellm's per-call bookkeeping (a logging object and
+success handler, response-cost lookup, request and response re-typing): CPU per call on
 the worker's event loop at 64 in flight, 8 tools, scripted server — litellm ~3.9 ms (with
 the zero price below; ~4.5 ms without), this path ~1.3 ms (2.3 ms through
 ``chat.completions.create``, whose TypedDict walk of every message and tool schema is
 skipped here as litellm skips it). That CPU is what bounds a worker at 64–128 calls in
 flight: ``experiments/bench/scale.py`` at 1 s/call, 128 in flight, 2 workers on 2 cores,
 1,000 episodes: 0.71–0.86 of the LLM-bound ideal with litellm, 0.86–0.91 with this (3,000
-episodes: 0.83 and 0.94). The body is sent as given — no litellm parameter translation, so
-use it for servers that speak the OpenAI format. litellm stays the default: the project's
-one client for every provider.
+episodes: 0.83 and 0.94).
 
 Both return an object with the OpenAI response shape (``choices[0].message``, ``usage``).
 """
@@ -36,7 +44,7 @@ from openai.types.chat import ChatCompletion  # noqa: E402
 
 from edv_ray.llm import aio
 
-Transport = Literal["litellm", "openai_sdk"]
+Transport = Literal["auto", "litellm", "openai_sdk"]
 OPENAI_COMPATIBLE = ("openai/", "hosted_vllm/")
 _LITELLM_ONLY = ("num_retries", "max_retries", "extra_body")  # litellm's kwargs, not the API's
 _priced: set[str] = set()
@@ -47,14 +55,23 @@ def is_openai_compatible(litellm_model: str) -> bool:
     return litellm_model.startswith(OPENAI_COMPATIBLE)
 
 
+def path_for(transport: Transport, litellm_model: str, api_base: str | None) -> str:
+    """Which path a call takes: ``"openai_sdk"`` (direct) or ``"litellm"``."""
+    if not is_openai_compatible(litellm_model) or transport == "litellm":
+        return "litellm"
+    if transport == "openai_sdk":
+        return "openai_sdk"
+    return "openai_sdk" if api_base else "litellm"  # auto: self-served = an explicit URL
+
+
 def request(kwargs: dict[str, Any], api_base: str | None, api_key: str, bound: float,
-            transport: Transport = "litellm") -> Any:
+            transport: Transport = "auto") -> Any:
     """One request, abandoned (task cancelled, connection closed) after ``bound`` s.
     ``kwargs``: litellm-style (``model`` with its provider prefix)."""
     openai_like = is_openai_compatible(kwargs["model"])
     # the request's own timeout a little later: the wall bound must be what fires
     timeout = bound + 1.0
-    if transport == "openai_sdk" and openai_like:
+    if path_for(transport, kwargs["model"], api_base) == "openai_sdk":
         body = {k: v for k, v in kwargs.items() if k not in _LITELLM_ONLY}
         body.update(kwargs.get("extra_body") or {})
         body["model"] = kwargs["model"].split("/", 1)[1]

@@ -59,12 +59,17 @@ def _load_model(path: Path, device: str) -> Any:
         if model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            # no "Loading weights" bar on every load (read when transformers is imported)
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:  # pragma: no cover - dependency of the project
                 raise EmbeddingModelMissing(
                     "sentence-transformers is not installed (needed for embeddings)"
                 ) from exc
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # also when transformers came in earlier
             if not path.is_dir():
                 raise EmbeddingModelMissing(f"embedding model folder {path} does not exist")
             model = SentenceTransformer(str(path), device=device, local_files_only=True)

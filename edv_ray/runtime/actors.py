@@ -12,17 +12,23 @@ import ray
 
 
 ROUTE_TTL_S = 2.0  # how long a worker trusts a server's looked-up URL
+DOWN_S = 10.0  # a server that did not answer is skipped this long before it is asked again
 
 
 @ray.remote(num_cpus=0, max_concurrency=16)
 class RunState:
     """What the run's workers fetch from the driver, held in memory only: API keys (never
     in a runtime_env, whose env_vars Ray logs) and the live URL of each self-served model
-    server (a supervised server restarted by Ray comes back on a new port)."""
+    server (a supervised server restarted by Ray comes back on a new port, maybe on another
+    node). While a server does not answer (its node left, it restarts), its calls go to
+    the next replica of its group that does (``fallbacks``: first URL → the others')."""
 
-    def __init__(self, env: dict[str, str], servers: dict) -> None:
+    def __init__(self, env: dict[str, str], servers: dict,
+                 fallbacks: dict[str, list[str]] | None = None) -> None:
         self._env = dict(env)
         self._servers = dict(servers)  # first URL → supervised server actor
+        self._fallbacks = dict(fallbacks or {})
+        self._down_until: dict[str, float] = {}
 
     def secrets(self) -> dict[str, str]:
         return dict(self._env)
@@ -30,15 +36,28 @@ class RunState:
     def urls(self) -> list[str]:
         return list(self._servers)
 
-    def current_url(self, url: str) -> str | None:
-        """The server's URL now (None while it restarts or when unknown)."""
+    def _live(self, url: str, skip_down: bool) -> str | None:
+        import time
+
         actor = self._servers.get(url)
-        if actor is None:
+        if actor is None or (skip_down and time.monotonic() < self._down_until.get(url, 0.0)):
             return None
         try:
             return ray.get(actor.info.remote(), timeout=3.0).base_url
-        except Exception:  # noqa: BLE001 - restarting: keep the configured URL for now
+        except Exception:  # noqa: BLE001 - gone or restarting
+            self._down_until[url] = time.monotonic() + DOWN_S
             return None
+
+    def current_url(self, url: str) -> str | None:
+        """The server's URL now; while it does not answer, the URL of the first other
+        replica of its group that does (None when none does, or when unknown). A lone
+        replica is asked every time: its calls wait for it (on the circuit breaker)."""
+        others = self._fallbacks.get(url, [])
+        for candidate in [url, *others]:
+            live = self._live(candidate, skip_down=bool(others))
+            if live is not None:
+                return live
+        return None
 
 
 def route_live(state, urls: list[str]) -> None:
@@ -85,6 +104,10 @@ class EpisodeWorker:
 
     def ready(self) -> bool:
         return True
+
+    def node(self) -> str:
+        """The Ray node this worker runs on."""
+        return ray.get_runtime_context().get_node_id()
 
     def warm(self, benchmark: dict, domains: list[str]) -> None:
         """Build what episodes of these domains share (databases, tool schemas) before

@@ -8,8 +8,13 @@
   each worker has built the benchmark's shared state (``Environment.warm_up``): episodes
   started in one burst call the model in one burst, the answers come back together and
   each wave queues on the workers' event loops — waves that then last the whole run;
-* a worker that dies (actor crash) is restarted by Ray; its in-flight episodes become
-  error rows written by the driver, never silently lost;
+* workers are spread over the cluster's nodes (each on the node with the fewest, the
+  driver's node last), not stacked on the driver's;
+* a worker that dies is restarted by Ray on its node, or, when its node left the cluster,
+  replaced on another; it gets no work until it answers. Each of its in-flight episodes
+  gets an error row written by the driver and runs again once as the next attempt (a
+  second loss leaves the error row for ``--resume``): never silently lost, never counted
+  twice;
 * an episode still running ``timeout_s + grace`` after it started (a queued one: after
   one of its worker's threads freed up) becomes an error row (the in-worker deadline
   normally fires first);
@@ -47,6 +52,30 @@ def shares(concurrency: int, workers: int) -> list[int]:
     return [concurrency // n + (i < concurrency % n) for i in range(n)]
 
 
+def spread_over_nodes(n: int, driver_node: str, taken: list[str] = ()) -> list[str]:
+    """Nodes for ``n`` more workers: each goes to the alive node with the fewest workers
+    (``taken``: the nodes of the others), the driver's node last (it also holds the driver
+    and the run's state). Ray's ``SPREAD`` and soft node affinity are best effort: on a
+    local four-node cluster they put two of three workers on one node."""
+    import ray
+
+    alive = sorted(node["NodeID"] for node in ray.nodes() if node.get("Alive")) or [driver_node]
+    load = collections.Counter(t for t in taken if t in alive)
+    out = []
+    for _ in range(n):
+        node = min(alive, key=lambda x: (load[x], x == driver_node, x))
+        load[node] += 1
+        out.append(node)
+    return out
+
+
+def worker_lost(err: BaseException) -> bool:
+    """The worker's process died (a crash, its node left the cluster), not the episode."""
+    import ray
+
+    return isinstance(err, (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError))
+
+
 @dataclass
 class BatchStats:
     done: int = 0
@@ -76,11 +105,12 @@ class BatchStats:
 class EpisodeRunner:
     """Owns the worker actors for one run; reusable across stages and epochs."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str, servers: dict | None = None) -> None:
-        """``servers``: first URL → supervised server actor (ServedPool.actor_by_url)."""
+    def __init__(self, cfg: RunConfig, run_dir: str, servers: dict | None = None,
+                 fallbacks: dict | None = None) -> None:
+        """``servers``: first URL → supervised server actor (ServedPool.actor_by_url);
+        ``fallbacks``: first URL → the other replicas' (ServedPool.fallbacks)."""
         import ray
-
-        from edv_ray.runtime.actors import EpisodeWorker
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         rt = cfg.runtime
         self.concurrency = rt.concurrency
@@ -94,16 +124,41 @@ class EpisodeRunner:
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
         name = f"edv-run-state-{uuid.uuid4().hex}"  # a name, not a handle, reaches the workers
-        self._state = RunState.options(name=name).remote(keys, dict(servers or {}))
+        # on the driver's node: it must outlive any other node of the cluster
+        self.driver_node = ray.get_runtime_context().get_node_id()
+        here = NodeAffinitySchedulingStrategy(node_id=self.driver_node, soft=False)
+        self._state = RunState.options(name=name, scheduling_strategy=here).remote(
+            keys, dict(servers or {}), dict(fallbacks or {}))
         llm = dict(timeout_s=cfg.llm.timeout_s, max_retries=cfg.llm.max_retries,
                    retry_budget_s=cfg.llm.retry_budget_s,
                    breaker_threshold=cfg.llm.breaker_threshold, transport=cfg.llm.transport)
-        self.workers = [
-            EpisodeWorker.options(max_concurrency=share).remote(run_dir, llm, name)
-            for share in self.shares
-        ]
+        self._worker_args = (run_dir, llm, name)
+        self.nodes = spread_over_nodes(len(self.shares), self.driver_node)
+        self.workers = [self._spawn(share, node) for share, node in zip(self.shares, self.nodes)]
         ray.get([w.ready.remote() for w in self.workers])
         self.store = RunStore(run_dir)
+        self._reran: set[str] = set()  # episodes re-run after their worker died
+
+    def _spawn(self, share: int, node: str):
+        """A worker pinned to ``node`` (Ray restarts it there after a crash; if the node
+        leaves the cluster, :meth:`_probe` replaces it on another)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from edv_ray.runtime.actors import EpisodeWorker
+
+        where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        return EpisodeWorker.options(max_concurrency=share, scheduling_strategy=where).remote(
+            *self._worker_args)
+
+    def placement(self) -> dict:
+        """Which node each worker started on (and the driver's), as ``workers.json``."""
+        return {"driver_node": self.driver_node, "workers": self.nodes}
+
+    def placement_line(self) -> str:
+        count = collections.Counter(self.nodes)
+        where = ", ".join(f"{n[:8]}{' (driver)' if n == self.driver_node else ''}: {k}"
+                          for n, k in sorted(count.items()))
+        return f"episode workers: {len(self.workers)} on {len(count)} node(s) ({where})"
 
     def run(self, specs: list[EpisodeSpec], label: str = "episodes",
             show_progress: bool = True) -> BatchStats:
@@ -131,7 +186,8 @@ class EpisodeRunner:
         self._warm(specs)
         try:
             self._fan_out(specs, lambda w, s: w.run.remote(s.model_dump_json()),
-                          self._driver_error, on_result, stats.line, label, show_progress)
+                          self._driver_error, on_result, stats.line, label, show_progress,
+                          rerun=self._rerun)
         finally:
             compactor.shutdown(wait=True)
         for f in pending:
@@ -167,7 +223,8 @@ class EpisodeRunner:
         return results
 
     def _fan_out(self, items: list, submit: Callable, failed: Callable, on_result: Callable,
-                 line: Callable[[], str], label: str, show_progress: bool) -> None:
+                 line: Callable[[], str], label: str, show_progress: bool,
+                 rerun: Callable | None = None) -> None:
         import ray
 
         queue = collections.deque(items)
@@ -176,14 +233,22 @@ class EpisodeRunner:
         queued: list[collections.deque] = [collections.deque() for _ in self.workers]
         begin, first_fill = time.monotonic(), min(len(items), self.concurrency)
         started = done = 0
+        # a worker whose actor died gets no work until it answers again (Ray restarts it,
+        # maybe on another node; meanwhile tasks sent to it fail at once): worker → [probe
+        # ref or None, when to probe next]
+        restarting: dict[int, list] = {}
         with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[line]}"), TimeElapsedColumn(),
                       disable=not show_progress, transient=False) as bar:
             tid = bar.add_task(label, total=len(items), line=line())
             while queue or inflight:
                 wait_s = 1.0
+                if restarting:
+                    self._probe(restarting)
                 while queue:
                     room = [self.shares[i] + PREFETCH - load[i] for i in range(len(load))]
+                    for i in restarting:
+                        room[i] = 0
                     w = room.index(max(room))
                     if room[w] <= 0:
                         break
@@ -211,6 +276,12 @@ class EpisodeRunner:
                     try:
                         result = ray.get(ref)
                     except Exception as err:  # actor died / task crashed
+                        if worker_lost(err):
+                            restarting.setdefault(w, [None, 0.0])
+                        again = rerun(item, err) if rerun is not None else None
+                        if again is not None:
+                            queue.appendleft(again)
+                            continue
                         result = failed(item, f"{type(err).__name__}: {str(err)[:2000]}")
                     on_result(result)
                     done += 1
@@ -224,6 +295,30 @@ class EpisodeRunner:
                         done += 1
                 bar.update(tid, completed=done, line=line())
 
+    def _probe(self, restarting: dict[int, list]) -> None:
+        """Ask each restarting worker whether it is back (every 2 s); drop those that are.
+        A worker whose node left the cluster is replaced on the least used alive node."""
+        import ray
+
+        now = time.monotonic()
+        for w, state in list(restarting.items()):
+            probe, next_at = state
+            if probe is None:
+                if now >= next_at:
+                    state[0] = self.workers[w].ready.remote()
+                continue
+            if ray.wait([probe], timeout=0)[0]:
+                try:
+                    ray.get(probe)
+                    del restarting[w]
+                except ray.exceptions.ActorUnschedulableError:  # its node is gone
+                    others = self.nodes[:w] + self.nodes[w + 1:]
+                    self.nodes[w] = spread_over_nodes(1, self.driver_node, others)[0]
+                    self.workers[w] = self._spawn(self.shares[w], self.nodes[w])
+                    state[:] = [self.workers[w].ready.remote(), now]
+                except Exception:  # noqa: BLE001 - still restarting: ask again later
+                    state[:] = [None, now + 2.0]
+
     @staticmethod
     def _freed(ref, w: int, load: list[int], queued: list, inflight: dict) -> None:
         """A result (or a timeout) freed one of worker ``w``'s threads: its oldest queued
@@ -235,6 +330,16 @@ class EpisodeRunner:
             nxt = queued[w].popleft()
             if nxt in inflight:
                 inflight[nxt][1] = time.monotonic()
+
+    def _rerun(self, spec: EpisodeSpec, err: Exception) -> EpisodeSpec | None:
+        """An episode whose worker died (its node left, the process crashed) runs again,
+        once, as its next attempt; the lost attempt keeps an error row."""
+        if not worker_lost(err) or spec.episode_id in self._reran:
+            return None
+        self._reran.add(spec.episode_id)
+        self._driver_error(spec, f"{type(err).__name__} (worker lost; run again as attempt "
+                                 f"{spec.attempt + 1}): {str(err)[:1500]}")
+        return spec.model_copy(update={"attempt": spec.attempt + 1})
 
     def _driver_error(self, spec: EpisodeSpec, message: str) -> dict[str, Any]:
         row = error_row(spec, message)

@@ -9,6 +9,7 @@ for reachability before any episode starts.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,8 @@ class ServedPool:
     infos: list[ServerInfo] = field(default_factory=list)
     actors: list = field(default_factory=list)
     actor_by_url: dict = field(default_factory=dict)  # first URL → its supervised actor
+    groups: list = field(default_factory=list)  # placement groups (GPU replicas)
+    down: set = field(default_factory=set)  # first URLs of servers seen unreachable
 
     def agent_endpoint(self, cfg: RunConfig, agent: str, sticky_key: str) -> Endpoint:
         return self.endpoint(cfg.agent(agent).model, agent_group(cfg, agent), sticky_key)
@@ -102,35 +105,89 @@ class ServedPool:
             raise KeyError(f"no servers for model {model!r} (group {group})")
         return Endpoint(model, f"openai/{self.served[model]}", router.pick(sticky_key))
 
+    def fallbacks(self) -> dict[str, list[str]]:
+        """first URL → the first URLs of the other replicas of its group (in replica
+        order): where its calls go while it is unreachable."""
+        out = {}
+        for router in self.routers.values():
+            urls = [router.url(r) for r in router.replica_ids]
+            for i, url in enumerate(urls):
+                out[url] = urls[i + 1:] + urls[:i]
+        return out
+
+    def layout_lines(self) -> list[str]:
+        from edv_ray.serving.placement import layout_lines
+
+        return layout_lines(self.infos)
+
+    def write(self, run_dir: Path) -> None:
+        """``servers.json``: every server as it was started (its node and GPUs included)."""
+        from edv_ray.results.parquet_io import write_text_atomic
+
+        write_text_atomic(run_dir / "servers.json",
+                          json.dumps([i.model_dump() for i in self.infos], indent=1))
+
     def stop(self) -> None:
+        """Stop every engine (servers seen unreachable are not waited for), then remove
+        the actors and their placement groups."""
         import ray
 
+        lost = {id(self.actor_by_url[u]) for u in self.down}
+        live = [a for a in self.actors if id(a) not in lost]
+        if live:
+            try:
+                ray.wait([a.stop.remote() for a in live], num_returns=len(live), timeout=60)
+            except Exception:  # noqa: BLE001 - killed below either way
+                pass
         for actor in self.actors:
             try:
-                ray.get(actor.stop.remote(), timeout=60)
                 ray.kill(actor)
-            except Exception:
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        for group in self.groups:
+            try:
+                ray.util.remove_placement_group(group)
+            except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors.clear()
+        self.groups.clear()
 
 
-def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: Path):
-    """One supervised server actor (any engine; see serving.vllm_server.SupervisedServer)."""
+def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: Path,
+                  strategy=None):
+    """One supervised server actor (any engine; see serving.vllm_server.SupervisedServer).
+    On a cluster its engine listens on its node's address (``host=None``), else on
+    loopback."""
+    from edv_ray.runtime.ray_setup import cluster_address
     from edv_ray.serving.vllm_server import vllm_server_actor
 
     mc = cfg.models[model]
     sid = f"{model}/{group.replace(':', '-')}/{index}"
     logs = str(run_dir / "logs")
+    host = None if cluster_address(cfg.runtime) else "127.0.0.1"
     if mc.engine == "vllm":
         return vllm_server_actor(sid, model, mc.weights or "", engine_args=mc.engine_args,
                                  served_name=served_name(model, mc), log_dir=logs,
-                                 python=mc.python, num_gpus=mc.num_gpus)
+                                 python=mc.python, num_gpus=mc.num_gpus,
+                                 scheduling_strategy=strategy, host=host)
     if mc.engine == "simulated":
         return simulated_server_actor(sid, model, mc.simulation.model_dump(mode="json"),
                                       [cfg.benchmark.model_dump(mode="json")], log_dir=logs)
     return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
                               n_ctx=mc.n_ctx, n_threads=mc.n_threads,
-                              engine_args=mc.engine_args, log_dir=logs)
+                              engine_args=mc.engine_args, log_dir=logs, host=host)
+
+
+def replica_gpus(model: str, mc: ModelConfig) -> int:
+    """GPUs one vLLM replica's actor reserves (0: a CPU build, or vLLM's Ray executor,
+    which places its own workers)."""
+    from edv_ray.serving.catalog import vllm_engine_args
+    from edv_ray.serving.vllm_server import vllm_actor_options
+
+    if mc.engine != "vllm" or mc.num_gpus == 0:
+        return 0
+    merged = vllm_engine_args(mc.weights or "", served_name(model, mc), mc.engine_args)
+    return int(vllm_actor_options(merged)["num_gpus"])
 
 
 def llama_server_actor(server_id: str, model_name: str, weights: str, served: str, **kwargs):
@@ -160,28 +217,38 @@ def simulated_server_actor(server_id: str, model_name: str, profile: dict,
                                                    benchmarks=benchmarks, log_dir=log_dir))
 
 
-def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False) -> ServedPool:
+def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
+                   echo=None) -> ServedPool:
     """Start every server the run needs (in parallel) and wait until all answer.
     ``shared``: one set of replicas per model for every role group (a sweep's pool,
-    used by many runs)."""
+    used by many runs). GPU replicas are reserved first, a placement group per model
+    (see serving.placement)."""
     import ray
+
+    from edv_ray.serving.placement import reserve
 
     pool = ServedPool()
     pending = []
-    for model, groups in sorted(role_groups(cfg).items()):
-        mc = cfg.models[model]
-        if mc.engine == "endpoint":
-            pool.external[model] = Endpoint(model, mc.litellm_model or "", mc.api_base, mc.api_key_env)
-            continue
-        pool.served[model] = served_name(model, mc)
-        # vLLM batches requests and shares its prefix cache (the simulated engine has no
-        # cache): one set of replicas per model
-        for group in (["*"] if mc.engine in ("vllm", "simulated") or shared else sorted(groups)):
-            for i in range(mc.replicas):
-                actor = _server_actor(cfg, model, group, i, run_dir)
-                pool.actors.append(actor)
-                pending.append((model, group, actor.start.remote()))
+    gpus = {m: replica_gpus(m, cfg.models[m]) for m in role_groups(cfg)}
+    demand = {m: (g, cfg.models[m].replicas) for m, g in gpus.items() if g > 0}
+    placed = reserve(demand, echo=echo) if demand else {}
+    pool.groups = [g for g, _ in placed.values()]
     try:
+        for model, groups in sorted(role_groups(cfg).items()):
+            mc = cfg.models[model]
+            if mc.engine == "endpoint":
+                pool.external[model] = Endpoint(model, mc.litellm_model or "", mc.api_base,
+                                                mc.api_key_env)
+                continue
+            pool.served[model] = served_name(model, mc)
+            # vLLM batches requests and shares its prefix cache (the simulated engine has no
+            # cache): one set of replicas per model
+            for group in (["*"] if mc.engine in ("vllm", "simulated") or shared else sorted(groups)):
+                for i in range(mc.replicas):
+                    where = placed[model][1][i] if model in placed else None
+                    actor = _server_actor(cfg, model, group, i, run_dir, where)
+                    pool.actors.append(actor)
+                    pending.append((model, group, actor.start.remote()))
         infos: dict[tuple[str, str], list[ServerInfo]] = {}
         for (model, group, ref), actor in zip(pending, pool.actors):
             info: ServerInfo = ray.get(ref)

@@ -26,8 +26,9 @@ class LlamaCppServer(ProcessServer):
         n_threads: int = 2,
         engine_args: dict | None = None,
         log_dir: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(server_id, model_name, served_name, log_dir=log_dir)
+        super().__init__(server_id, model_name, served_name, log_dir=log_dir, host=host)
         self.weights_path = str(resolve_weights(weights))
         self.n_ctx = n_ctx
         self.n_threads = n_threads

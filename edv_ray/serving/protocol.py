@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ServerInfo(BaseModel):
@@ -23,6 +23,8 @@ class ServerInfo(BaseModel):
     base_url: str  # e.g. http://127.0.0.1:41234/v1
     engine: str  # llama_cpp | vllm
     pid: int | None = None
+    node_id: str | None = None  # the Ray node it runs on (None outside Ray)
+    gpu_ids: list[str] = Field(default_factory=list)  # the GPUs Ray gave its actor
 
 
 @runtime_checkable

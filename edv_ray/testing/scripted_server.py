@@ -67,7 +67,7 @@ class _QuietHTTPServer(ThreadingHTTPServer):
 
 class ScriptedServer:
     def __init__(self, tasks: dict[tuple[str, str], Any] | None = None, mode: str = "gold",
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         self.tasks = tasks or {}  # (domain, task_id) → τ²-bench Task
         self.mode = mode
         self.agent_modes: dict[str, str] = {}  # per-agent override of ``mode``
@@ -76,6 +76,7 @@ class ScriptedServer:
         # untagged requests (τ²-bench's own agent / user simulator): infer role and task
         self.infer_untagged = False
         self.requests: list[dict[str, Any]] = []
+        self.models: list[dict[str, Any]] = [{"id": "scripted", "object": "model"}]  # /v1/models
         self._faults: list[str] = []
         self._lock = threading.Lock()
         self.hang_s = 30.0
@@ -90,7 +91,7 @@ class ScriptedServer:
         self._reopen_timer: threading.Timer | None = None
         self._stopped = False
         self._listen_lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = self._bind(host, 0)
+        self._httpd: ThreadingHTTPServer | None = self._bind(host, port)
         self._host, self._port = self._httpd.server_address[:2]
         self._thread: threading.Thread | None = None
 
@@ -277,14 +278,17 @@ class ScriptedServer:
                 if self._dropped() or self._refused():
                     return
                 if self.path.rstrip("/").endswith("/models"):
-                    entry = {"id": "scripted", "object": "model"}
+                    data = [dict(m) for m in server.models]
                     if server.max_model_len is not None:
-                        entry["max_model_len"] = server.max_model_len
-                    body = {"object": "list", "data": [entry]}
+                        for entry in data:
+                            entry["max_model_len"] = server.max_model_len
+                    body = {"object": "list", "data": data}
                     self._send(200, json.dumps(body).encode())
                 elif self.path.rstrip("/") == "/props" and server.props_n_ctx is not None:
                     body = {"default_generation_settings": {"n_ctx": server.props_n_ctx}}
                     self._send(200, json.dumps(body).encode())
+                elif self.path.rstrip("/") == "/health":  # as vLLM and llama.cpp answer it
+                    self._send(200, b"{}")
                 else:
                     self._send(404, b'{"error": "not found"}')
 

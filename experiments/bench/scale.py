@@ -5,11 +5,13 @@ per-episode Parquet files, with and without compaction.
 
     .venv/bin/python experiments/bench/scale.py                        # the default grid
     .venv/bin/python experiments/bench/scale.py --grid 1:128:2 --episodes 1000
-    .venv/bin/python experiments/bench/scale.py --skip-files --grid 1:128:2,1:128:2:openai_sdk --repeat 3
+    .venv/bin/python experiments/bench/scale.py --skip-files --grid 1:128:2 --repeat 3
+    .venv/bin/python experiments/bench/scale.py --skip-files --grid 1:128:2,1:128:2:litellm --repeat 3
     .venv/bin/python experiments/bench/scale.py --skip-runs --files 100000 --uncompacted-files 10000
 
-Grid entries are ``delay_s:in_flight:workers[:transport]`` (transport: ``litellm``, the
-default, or ``openai_sdk`` — see ``edv_ray/llm/transport.py``). Printed per entry: wall, throughput, the
+Grid entries are ``delay_s:in_flight:workers[:transport]`` (transport: ``auto``, the
+default — the direct OpenAI wire path to this self-served server —, ``litellm`` or
+``openai_sdk``; see ``edv_ray/llm/transport.py``). Printed per entry: wall, throughput, the
 LLM-bound ideal (each episode's calls × delay packed into the in-flight slots) and the
 ratio, client-seen latency, driver and worker peak RSS, and where slots stood idle (first
 fill, between episodes, drain).
@@ -54,7 +56,7 @@ def scripted_server(delay_s: float):
 
 
 def run_one(delay: float, in_flight: int, workers: int, episodes: int,
-            transport: str = "litellm", keep: bool = False,
+            transport: str = "auto", keep: bool = False,
             start_interval_s: float | None = None) -> dict:
     import ray
     from rich.console import Console
@@ -183,7 +185,7 @@ def main() -> int:
     from rich.table import Table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default="1:64:1,1:128:2,1:128:2:openai_sdk,1:256:4,5:256:2",
+    ap.add_argument("--grid", default="1:64:1,1:128:2,1:128:2:litellm,1:256:4,5:256:2",
                     help="comma list of delay_s:in_flight:workers")
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--files", type=int, default=100_000,
@@ -212,7 +214,7 @@ def main() -> int:
         # repeats interleave (A B A B …), so a machine's drift over minutes hits every entry
         for entry in [e for _ in range(max(1, args.repeat)) for e in args.grid.split(",")]:
             d, f, w, *t = entry.split(":")
-            transport = t[0] if t else "litellm"
+            transport = t[0] if t else "auto"
             r = run_one(float(d), int(f), int(w), args.episodes, transport, args.keep,
                         args.start_interval)
             ratio = r["ideal"] / r["phase"]

@@ -9,10 +9,12 @@ import time
 import openai
 import pytest
 
-from edv_ray.config import Sampling
+from litellm.integrations.custom_logger import CustomLogger
+
+from edv_ray.config import LLMConfig, Sampling
 from edv_ray.llm import aio
 from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMCallError, LLMClient
-from edv_ray.llm.transport import is_openai_compatible, warm_up
+from edv_ray.llm.transport import is_openai_compatible, path_for, warm_up
 from edv_ray.testing.scripted_server import ScriptedServer
 
 CTX = CallContext(run_id="r", stage="test", role="tester", agent="a", domain="d",
@@ -23,7 +25,9 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
                    "required": ["id"]}}}]
 BODY_KEYS = ("model", "messages", "tools", "tool_choice", "temperature", "top_p", "max_tokens",
-             "seed", "user")
+             "seed", "user", "response_format")
+SCHEMA_FORMAT = {"type": "json_object", "schema": {  # how EDV's stages ask for JSON
+    "type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}}
 
 
 @pytest.fixture
@@ -49,13 +53,14 @@ def test_both_transports_send_the_same_request_and_read_the_same_answer(srv):
                         "function": {"name": "lookup", "arguments": '{"id": "X1"}'}}]})
     got = {}
     for transport in ("litellm", "openai_sdk"):
-        out, rec = _call(srv, transport)
+        out, rec = _call(srv, transport, response_format=SCHEMA_FORMAT)
         body = srv.requests[-1]
         got[transport] = ({k: body.get(k) for k in BODY_KEYS}, out, rec)
     (lite_body, lite, lite_rec), (sdk_body, sdk, sdk_rec) = got["litellm"], got["openai_sdk"]
     assert sdk_body == lite_body
     assert sdk_body["model"] == "scripted" and sdk_body["user"] == CTX.tag()
     assert sdk_body["messages"] == MSGS and sdk_body["tools"] == TOOLS
+    assert sdk_body["response_format"] == SCHEMA_FORMAT
     assert (sdk.content, sdk.tool_calls, sdk.reasoning, sdk.finish_reason) == (
         lite.content, lite.tool_calls, lite.reasoning, lite.finish_reason)
     assert sdk.tool_calls == [{"id": "c1", "name": "lookup", "arguments": '{"id": "X1"}'}]
@@ -93,6 +98,46 @@ def test_the_sdk_transport_is_cut_at_the_wall_clock_bound(srv):
 def test_only_openai_compatible_models_take_the_sdk_path():
     assert is_openai_compatible("openai/qwen") and is_openai_compatible("hosted_vllm/x")
     assert not is_openai_compatible("anthropic/claude") and not is_openai_compatible("gemini/x")
+
+
+def test_by_default_self_served_endpoints_take_the_direct_path_and_others_litellm():
+    url = "http://10.0.0.5:8000/v1"
+    assert path_for("auto", "openai/qwen", url) == "openai_sdk"  # vLLM / llama.cpp actors
+    assert path_for("auto", "hosted_vllm/glm", url) == "openai_sdk"
+    assert path_for("auto", "openai/gpt-4o-mini", None) == "litellm"  # OpenAI itself
+    assert path_for("auto", "anthropic/claude", url) == "litellm"  # other providers
+    assert path_for("litellm", "openai/qwen", url) == "litellm"  # forced
+    assert path_for("openai_sdk", "gemini/x", url) == "litellm"  # never for other formats
+    assert LLMConfig().transport == "auto" and LLMClient().transport == "auto"
+
+
+class _Seen(CustomLogger):
+    def __init__(self) -> None:
+        super().__init__()
+        self.models: list[str] = []
+
+    async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+        self.models.append(kwargs.get("model"))
+
+
+def test_a_default_client_reaches_a_self_served_server_without_litellm(srv):
+    """litellm's success hook sees every call it makes: none for the default path to a
+    server with a URL, one when litellm is forced."""
+    import litellm
+
+    seen = _Seen()
+    litellm.callbacks.append(seen)
+    try:
+        for transport in ("auto", "litellm"):
+            out, rec = _call(srv, transport)
+            assert out.content and rec.ok
+        deadline = time.monotonic() + 5  # litellm logs success in a background task
+        while not seen.models and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        litellm.callbacks.remove(seen)
+    assert len(srv.requests) == 2
+    assert seen.models == ["scripted"]  # the forced litellm call only
 
 
 def test_warm_up_needs_no_server(srv):

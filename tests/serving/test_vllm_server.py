@@ -239,7 +239,7 @@ def test_ray_restarts_the_actor_when_its_engine_dies(ray_session, tmp_path):
 
 def test_reserve_replicas_holds_one_bundle_per_replica(ray_session):
     ray = ray_session
-    from edv_ray.serving.vllm_server import reserve_replicas
+    from edv_ray.serving.placement import reserve_replicas
 
     group, strategies = reserve_replicas(0, 2, strategy="PACK", cpus_per_replica=0.25,
                                          timeout_s=60)
