@@ -23,7 +23,7 @@ PAPER = sorted({*ROOT.joinpath("experiments").rglob("*paper*.yaml"),
 
 def _configs(path: Path) -> list[RunConfig]:
     if path.parent.name == "sweeps":
-        return [cfg for _rid, cfg, _axes in load_sweep(path)[1]]
+        return [v.config for v in load_sweep(path)[1]]
     return [load_config(path)]
 
 

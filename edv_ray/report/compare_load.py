@@ -16,7 +16,8 @@ Before anything is unioned, the runs are checked:
   failed check refuses the comparison unless ``allow_invalid`` (then it is noted).
 
 A sweep folder holds its runs under ``runs/``; a run made by a sweep holds ``axes.json``
-(its values of the sweep's axes).
+(its values of the sweep's axes). Variants the sweep did not complete are left out, and
+said so in the notes (name the run folder directly to compare it anyway).
 """
 
 from __future__ import annotations
@@ -40,8 +41,26 @@ def is_run_dir(path: Path) -> bool:
     return (path / "config.yaml").is_file() and (path / "pool").is_dir()
 
 
-def run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Run folders named directly, or found under a sweep folder's ``runs/``."""
+def _sweep_outcomes(sweep: Path) -> dict[str, str]:
+    """Each variant's outcome from the sweep's ``summary.json`` ({} when it has none)."""
+    path = sweep / "summary.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{shown(path)} is damaged ({type(err).__name__}); restore it or "
+                          "name the complete run folders directly") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{shown(path)}: expected a JSON object of variant outcomes")
+    return {str(k): str((v or {}).get("status", "")) if isinstance(v, dict) else ""
+            for k, v in data.items()}
+
+
+def run_dirs(paths: list[str | Path], notes: list[str] | None = None) -> list[Path]:
+    """Run folders named directly, or found under a sweep folder's ``runs/``. A sweep's
+    variants that did not complete (its ``summary.json``: error, interrupted, ...) are
+    left out, each named in ``notes``; a run folder named directly is always kept."""
     out: list[Path] = []
     for p in map(Path, paths):
         if is_run_dir(p):
@@ -50,7 +69,17 @@ def run_dirs(paths: list[str | Path]) -> list[Path]:
             found = sorted(d for d in (p / "runs").iterdir() if is_run_dir(d))
             if not found:
                 raise ConfigError(f"sweep folder {shown(p)} has no run folders under runs/")
-            out += found
+            outcomes = _sweep_outcomes(p)
+            left = [d for d in found if outcomes and outcomes.get(d.name) != "complete"]
+            if left and len(left) == len(found):
+                raise ConfigError(f"sweep folder {shown(p)}: no variant completed ("
+                                  + ", ".join(f"{shown(d.name)}: {outcomes.get(d.name) or 'not started'}"
+                                              for d in left[:6]) + ")")
+            if left and notes is not None:
+                notes.append(f"Left out {len(left)} variant(s) the sweep did not complete: "
+                             + ", ".join(f"{shown(d.name)} ({outcomes.get(d.name) or 'not started'})"
+                                         for d in left) + ".")
+            out += [d for d in found if d not in left]
         else:
             raise ConfigError(f"{shown(p)} is neither an edv run folder (config.yaml + pool/) nor a "
                               "sweep folder (runs/)")
@@ -229,7 +258,8 @@ def _validity(runs: list[RunInfo], allow: bool) -> list[str]:
 def attach(paths: list[str | Path], allow_mixed_tasks: bool = False,
            allow_invalid: bool = False) -> Comparison:
     """The runs under ``paths`` on one connection (see the module doc for the checks)."""
-    dirs = run_dirs(paths)
+    left_out: list[str] = []
+    dirs = run_dirs(paths, left_out)
     infos, parts = [], {v: [] for v in VIEWS}
     for path, label in zip(dirs, labels_for(dirs)):
         try:
@@ -243,7 +273,7 @@ def attach(paths: list[str | Path], allow_mixed_tasks: bool = False,
         for v, t in tables.items():
             parts[v].append(t)
     _refuse_twice(infos)
-    notes = _task_sets(infos, allow_mixed_tasks) + _validity(infos, allow_invalid)
+    notes = left_out + _task_sets(infos, allow_mixed_tasks) + _validity(infos, allow_invalid)
     out = duckdb.connect()
     for v, ts in parts.items():
         out.register(f"_{v}", pa.concat_tables(ts, promote_options="permissive"))

@@ -43,8 +43,10 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
         called = [tc["name"] for m in messages if m.get("role") == "assistant"
                   for tc in m.get("tool_calls") or []]
         assert called == gold, (agent, task_id)
-    # the Ability Matrix was computed from these rows
-    matrix = con.execute("SELECT agent, attempts, successes, score FROM ability_matrix "
+    # an Ability Matrix over these (eval) rows; by default it counts construction
+    # executions only, which this run has none of
+    assert con.execute("SELECT sum(attempts) FROM ability_matrix").fetchone()[0] == 0
+    matrix = connect(run_dir, matrix_stages=("eval",)).execute("SELECT agent, attempts, successes, score FROM ability_matrix "
                          "ORDER BY agent").fetchall()
     assert matrix == [("native", 5, 5, 1.0), ("text", 5, 5, 1.0)]
     # every call was attributed; the user simulator's tokens are separate

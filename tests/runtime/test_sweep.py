@@ -184,6 +184,9 @@ def test_sweep_runs_in_parallel_records_failures_resumes_and_compares(server, tm
         assert main(["compare", str(folder), "--boot", "100"]) == 0
         md = (folder / "compare" / "compare.md").read_text()
         assert "variant" in md and "no_memory" in md
+        # the errored variant is left out of the comparison, and said so
+        assert "Left out 1 variant(s) the sweep did not complete: sw-boom-7 (error)" in md
+        assert md.count("sw-boom-7") == 1 and "sw-one-7" in md
 
         # the sweep file changes: refused before any work, unless accepted explicitly
         capsys.readouterr()
