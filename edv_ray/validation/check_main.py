@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from edv_ray.validation.checks import Row, cells_row, diff_row, num, rate_row
 from edv_ray.validation.expect import Expect
 from edv_ray.validation.measure import Run, clustered_fn
@@ -106,7 +108,27 @@ def margin_rows(run: Run, ex: Expect, cfg: dict, label: str, number: str, reps: 
                           [(x, edv[x], run.cell_fn("edv", x)) for x in ds], bank_detail(run, ex, ds, e)))
     rows.append(cells_row(f"{number}· ReasoningBank Pass@1 per type, {label} (Monte Carlo)",
                           [(x, rbv[x], run.cell_fn("reasoning_bank", x)) for x in ds]))
+    rows[0].detail += "; " + "; ".join(luck(run, ex, m) for m in ("edv", "reasoning_bank"))
     return rows
+
+
+def luck(run: Run, ex: Expect, method: str) -> str:
+    """How lucky a method's draws were: its mean planted P(success) given what each episode
+    retrieved (the engine's own probability) against its observed rate, and the chance of
+    a rate at least that far out (Poisson-binomial tail) — a miss with a tiny chance is
+    the framework's (or the world's) fault, a miss with a fair chance is the dice."""
+    got = run.rows("SELECT m.domain, m.agent, e.experiences, m.success FROM method_results m "
+                   "JOIN episodes e USING (episode_id) WHERE m.method = ?", method)
+    ps = [ex.o.success_probability(a, d, d, x or []) for d, a, x, _s in got]
+    if not ps:
+        return f"{method}: no episodes"
+    dist = np.array([1.0])
+    for p in ps:
+        dist = np.convolve(dist, [1 - p, p])
+    obs = sum(bool(s) for *_r, s in got)
+    tail = dist[obs:].sum() if obs >= sum(ps) else dist[:obs + 1].sum()
+    return (f"{method} given what it retrieved: planted {np.mean(ps):.3f}, observed "
+            f"{obs / len(ps):.3f} (P(as far out) = {tail:.3f})")
 
 
 def bank_detail(run: Run, ex: Expect, ds: list[str], e: dict) -> str:

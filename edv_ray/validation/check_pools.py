@@ -152,6 +152,34 @@ def _frozen_row(run: Run, check: str, method: str, allowed: dict, entry: bool = 
                "retrieved item ids against the memory each epoch's evaluation may read")
 
 
+def _latest_row(run: Run) -> Row:
+    """ReasoningBank over epochs retrieves each past task's LATEST entry (as of the
+    evaluation's epoch), never an older copy of the same task (issue 18: k = 1 returned
+    the epoch-0 entry forever, k = 3 three copies of one task)."""
+    entries = run.rows("SELECT entry_id, agent, domain, task_id, epoch FROM rb_entries "
+                       "WHERE stage = 'rb_execute'")
+    info = {e: (a, d, t, ep) for e, a, d, t, ep in entries}
+    latest: dict = {}
+    for _e, a, d, t, ep in entries:
+        latest.setdefault((a, d, t), []).append(ep)
+    stale, total, dup = 0, 0, 0
+    for x, ids in run.rows("SELECT m.epoch, e.retrieved_item_ids FROM method_results m JOIN "
+                           "episodes e USING (episode_id) WHERE m.method = 'reasoning_bank'"):
+        seen = set()
+        for eid in {i.rsplit(":", 1)[0] for i in ids or []}:
+            if eid not in info:
+                continue
+            a, d, t, ep = info[eid]
+            total += 1
+            stale += ep != max(e for e in latest[(a, d, t)] if e <= x)
+            dup += (a, d, t) in seen
+            seen.add((a, d, t))
+    return Row("5c· ReasoningBank retrieves each past task's latest entry, no task twice",
+               "0 stale, 0 repeated", f"{stale} stale, {dup} repeated of {total} retrieved entries",
+               total > 0 and stale == 0 and dup == 0, "an entry is stale when a later epoch's "
+               "entry of its task existed at the evaluation's epoch")
+
+
 def _curve_row(run: Run, check: str, method: str, given: dict, mc: dict, n_epochs: int) -> Row:
     cells = [(f"{d}/e{x}", p, run.cell_fn(method, d, epoch=x)) for (d, x), p in sorted(given.items())]
     row = cells_row(check, cells, "unconditional Monte Carlo: " + "; ".join(
@@ -216,5 +244,6 @@ def rb_epoch_rows(run: Run, ex: Expect, ds: list[str], rb: dict, n_train: dict, 
                        "reasoning_bank", given, {d: [mc[x][d] for x in sorted(mc)] for d in ds},
                        rb.get("epochs", 1)),
             _frozen_row(run, "5c· ReasoningBank evaluations read only what was learned by their epoch",
-                        "reasoning_bank", allowed, entry=True)]
+                        "reasoning_bank", allowed, entry=True),
+            _latest_row(run)]
     return rows + _rise_row(run, "5c· ReasoningBank rise", "reasoning_bank", given)

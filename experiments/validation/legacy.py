@@ -78,7 +78,7 @@ def run_old(src: Path, world, url: str, out: Path) -> Path:
                    OPENAI_API_KEY="sk-simulated", LOGURU_LEVEL="WARNING")
         with open(out / f"{world.name}.old.log", "w") as log:
             rc = subprocess.run([sys.executable, "-m", "edv_ray.cli", "run", str(path)], env=env,
-                                cwd=str(out), stdout=log, stderr=subprocess.STDOUT).returncode
+                                cwd=str(src), stdout=log, stderr=subprocess.STDOUT).returncode
         if rc not in (0, 4):
             raise RuntimeError(f"the old run failed (exit {rc}; see {out / world.name}.old.log)")
         (run_dir / "DONE").write_text(str(rc))
@@ -88,9 +88,9 @@ def run_old(src: Path, world, url: str, out: Path) -> Path:
 def dump_old(src: Path, run_dir: Path, dest: Path) -> Path:
     from edv_ray.validation.legacy import DUMP, VIEWS
 
-    env = dict(os.environ, PYTHONPATH=str(src))
+    env = dict(os.environ, PYTHONPATH=str(src))  # cwd = the old tree: `-c` puts cwd first
     subprocess.run([sys.executable, "-c", DUMP, str(run_dir), str(dest), ",".join(VIEWS)],
-                   env=env, check=True)
+                   env=env, cwd=str(src), check=True)
     return dest
 
 
