@@ -136,8 +136,8 @@ class SimulationProfile(_Strict):
     verify: VerifyProfile = Field(default_factory=VerifyProfile)
     judge: JudgeProfile = Field(default_factory=JudgeProfile)
     self_judge: SelfJudgeProfile = Field(default_factory=SelfJudgeProfile)
-    # P(correct) of experiences written by roles the engine does not know (a
-    # contamination "twin" writer, say), by role name; others: unknown_writer_p_correct
+    # P(correct) of experiences written by other roles (the contamination twin writer,
+    # roles the engine has no model of), by role name; others: unknown_writer_p_correct
     writers: dict[str, float] = Field(default_factory=dict)
     unknown_writer_p_correct: float = _p(0.0)
     latency_s: float = Field(0.0, ge=0.0, le=60.0)  # every answer leaves this late

@@ -73,6 +73,21 @@ class Oracle:
         n = self.memory_count(agent, domain, task_type, list(items))
         return P.success_probability(self.profile, agent, task_type, n)
 
+    def success_given(self, agent: str, task_type: str, correct_same: int = 0,
+                      correct_other: int = 0, wrong: int = 0) -> float:
+        """P(success) with these counts of retrieved items (as :meth:`memory_count` would
+        classify them; only the first ``max_items`` count, as in the engine), clipped."""
+        effect = P.block(self.profile, agent, "memory")
+        n = P.MemoryCount(correct_same, correct_other, wrong)
+        if effect.max_items is not None and n.total > effect.max_items:
+            raise ValueError("success_given: counts beyond memory.max_items depend on the "
+                             "items' order; pass the first max_items only")
+        return P.success_probability(self.profile, agent, task_type, n)
+
+    def items_per_answer(self, writer: str) -> int:
+        """How many experiences the writer returns per answer (before a prompt's cap)."""
+        return P.block(self.profile, writer, "writer").n_items
+
     def best_agent(self, task_type: str, agents: list[str]) -> tuple[str, float]:
         """The agent with the highest planted base rate for the type (ties: first listed)."""
         best = max(agents, key=lambda a: self.base_success(a, task_type))

@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from edv_ray.serving.simulated import planted as P
-from edv_ray.serving.simulated.codec import uniform
-from edv_ray.serving.simulated.lessons import keywords, lessons
+from edv_ray.serving.simulated.codec import strip_marks, uniform
+from edv_ray.serving.simulated.lessons import keywords, lessons, twin
 from edv_ray.serving.simulated.outcomes import contrast, mislabeled, read_runs
 from edv_ray.serving.simulated.prompt_read import (
     at_most,
@@ -39,7 +39,8 @@ def kind_of(req: dict[str, Any], role: str) -> str:
     props = set((schema or {}).get("properties") or {})
     if schema is not None:
         for kind, needs in (("distill", {"experiences"}), ("vote", {"approve"}),
-                            ("pick", {"pick"}), ("self_judge", {"status"}), ("items", {"items"})):
+                            ("pick", {"pick"}), ("self_judge", {"status"}), ("items", {"items"}),
+                            ("twin", {"title", "when_to_use", "rule"})):
             if needs <= props:
                 return kind
         return "generic"
@@ -145,6 +146,21 @@ class StageAnswers:
         label = "success" if uniform(key, "label") < P.p_label_success(sj, success) else "failure"
         return {"reasoning": f"Reviewed every step of the attempt; judged a {label}.",
                 "status": label}
+
+    def twin(self, req, tag, prompt, key) -> Any:
+        """A lesson's wrong twin (contamination): same title and situation as the lesson
+        shown, the wrong rule of its aspect; correct only with the role's planted
+        probability (``writers``, default ``unknown_writer_p_correct``)."""
+        lesson = section(prompt, "lesson")
+        if not lesson:
+            return self.generic(req, tag, prompt, key)
+        title, when = section(lesson, "title"), section(lesson, "when_to_use")
+        out = twin(strip_marks(title).strip() or "Lesson", strip_marks(when).strip() or "Always.",
+                   section(lesson, "rule"), key)
+        role, agent = tag.get("role", ""), tag.get("agent", "")
+        correct = uniform(key, "twin") < P.writer_p_correct(self.sim.profile, role)
+        out["rule"] += " " + self.sim.codec.item_tag(correct, self._type_key(tag), agent, f"{key}|twin")
+        return out
 
     def generic(self, req, tag, prompt, key) -> Any:
         schema = _schema(req)

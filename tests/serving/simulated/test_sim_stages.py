@@ -216,3 +216,21 @@ def test_answers_without_a_schema_follow_the_role(world):
         r = vote(TASK.ticket, POLICY, [runs["win"]], "t", "w", "Confirm ids first.", call,
                  retries=0, sees_reward=True)
         assert r.parse_ok
+
+
+def test_contamination_twin_keeps_the_situation_and_turns_the_rule_wrong(world):
+    """The framework's own twin prompt: the engine answers the wrong twin of the lesson
+    shown — same title and situation (so retrieval finds it where its host is found), the
+    wrong rule of the lesson's aspect, tagged wrong (writers: twin 0.0)."""
+    from edv_ray.methods.contamination import TwinAnswer as FrameworkTwin
+
+    _sim, ep, runs, oracle = world
+    host = _distilled(ep, [runs["lose"], runs["win"]], "c", True, n_calls=1)[0]
+    prompt = render_prompt("methods", "contamination_twin.v1", task_noun="task", policy=POLICY,
+                           title=fence(host.title), when_to_use=fence(host.when_to_use),
+                           rule=fence(host.rule))
+    ans, _n, err = ask_json(caller(ep, ctx("twin", "c", task_id=TASK.id)), prompt, FrameworkTwin, 0)
+    assert ans is not None, err
+    assert (ans.title, ans.when_to_use) == (host.title, host.when_to_use)
+    assert ans.rule.split("[ref")[0].strip() != host.rule.split("[ref")[0].strip()
+    assert oracle.item_truth(ans.rule) is not None and not oracle.item_is_correct(ans.rule)

@@ -1,0 +1,205 @@
+"""Checks 1-4 on the main planted world, and check 3's null control.
+
+1. the Ability Matrix and the Model Selector find the planted best agent per task type;
+   Router, No-Memory and Judge score their planted rates;
+2. ReasoningBank's judge audit recovers the planted P(judge = success | fail);
+3. EDV beats ReasoningBank by the margin the profile implies (null world: by nothing);
+4. contamination reaches the share asked and costs what the planted harm implies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edv_ray.validation.checks import Row, cells_row, diff_row, num, rate_row
+from edv_ray.validation.expect import Expect
+from edv_ray.validation.measure import Run, clustered_fn
+
+
+def domains(run: Run) -> list[str]:
+    return [d for (d,) in run.rows("SELECT DISTINCT domain FROM selection WHERE selection = 'test' "
+                                   "ORDER BY 1")]
+
+
+# ---------------------------------------------------------------- 1: routing and rates
+
+def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
+    ds = domains(run)
+    picks = run.rows("SELECT method, task_type, solver, count(*) FROM routing "
+                     "WHERE method IN ('router', 'edv') GROUP BY ALL ORDER BY ALL")
+    planted = {d: ex.best(d)[0] for d in ds}
+    wrong = [(m, t, a, n) for m, t, a, n in picks if a != planted.get(t)]
+    matrix = run.rows("SELECT key, agent, attempts, successes FROM routing_matrix "
+                      "WHERE method = 'router' AND level = 'task_type'")
+    attempts: dict = {}
+    for key, agent, n, _s in matrix:
+        attempts.setdefault(key, {})[agent] = int(n or 0)
+    p_pick = {d: ex.p_correct_pick(d, attempts.get(d, {})) for d in ds}
+    rows = [Row("1a Model Selector picks the planted best agent per task type",
+                ", ".join(f"{d}→{a}" for d, a in planted.items()),
+                "; ".join(f"{m}: {t}→{a} ×{n}" for m, t, a, n in picks), bool(picks) and not wrong,
+                "P(the matrix ranks the planted best first | its attempts, ties counted as "
+                "misses): " + ", ".join(f"{d} {p:.3f}" for d, p in p_pick.items()),
+                {"planted": planted, "picks": picks, "p_correct_pick": p_pick})]
+    # the Ability Matrix: Router's construction executions, per (agent, type), by task
+    per = run.rows("SELECT agent, task_type, domain, task_id, count(*) FILTER (WHERE success), "
+                   "count(*) FROM method_episodes WHERE used_by = 'router' AND stage = 'execute' "
+                   "GROUP BY ALL")
+    cells = sorted({(a, t) for a, t, *_ in per})
+    counts = {c: (sum(n for a, t, _d, _i, _s, n in per if (a, t) == c),
+                  sum(s for a, t, _d, _i, s, _n in per if (a, t) == c)) for c in cells}
+    stored = {(a, k): (int(n or 0), int(s or 0)) for k, a, n, s in matrix}
+    same = all(stored.get(c) == counts[c] for c in cells)
+    row = cells_row("1b Ability Matrix cells = planted P(success | agent, type)",
+                    [(f"{a}/{t}", ex.p(a, t), clustered_fn(((d, i), s, n) for aa, tt, d, i, s, n
+                                                           in per if (aa, tt) == (a, t)))
+                     for a, t in cells],
+                    "the stored routing matrix " + ("holds these counts" if same else
+                                                    "DIFFERS from these counts"))
+    row.ok = row.ok and same
+    rows.append(row)
+    rows.append(cells_row("1c Router Pass@1 per type = planted per-type maximum",
+                          [(d, ex.best(d)[1], run.cell_fn("router", d)) for d in ds]))
+    rows.append(cells_row("1d No-Memory Pass@1 per agent and type = planted",
+                          [(f"{a}/{d}", ex.p(a, d), run.cell_fn("no_memory", d, agent=a))
+                           for a in ex.executors for d in ds]))
+    if "judge" in run.methods() and judge:
+        rows.append(cells_row("1e Judge Pass@1 per type = planted (closed form)",
+                              [(d, ex.judge(judge, d), run.cell_fn("judge", d)) for d in ds],
+                              f"judge {judge}"))
+    return rows
+
+
+# ---------------------------------------------------------------- 2: RB's judge audit
+
+def rb_audit_rows(run: Run, ex: Expect) -> list[Row]:
+    view = run.rows("SELECT agent, p_judge_success_given_failed, p_judge_success FROM rb_judge_audit")
+    got = run.rows("SELECT domain, task_id, true_success, label = 'success' FROM rb_judgments "
+                   "WHERE parse_ok")
+    out = []
+    for truth, name in ((False, "2d ReasoningBank judge audit: P(judge = success | fail)"),
+                        (True, "2e ReasoningBank judge audit: P(judge = success | success)")):
+        fn = clustered_fn(((d, t), int(said), 1) for d, t, ok, said in got if bool(ok) == truth)
+        shown = ", ".join(f"{a} {num(f)}" for a, f, _s in view) if not truth else ""
+        out.append(rate_row(name, ex.o.p_self_label_success(ex.executors[0], truth), fn,
+                            "clustered by task" + (f"; rb_judge_audit per agent: {shown}" if shown else "")))
+    return out
+
+
+# ---------------------------------------------------------------- 3: EDV vs RB
+
+def margin_rows(run: Run, ex: Expect, cfg: dict, label: str, number: str, reps: int) -> list[Row]:
+    """EDV − ReasoningBank (mean of domain scores), planted vs measured, and each side."""
+    ds = domains(run)
+    e, rb = cfg.get("edv", {}), cfg.get("reasoning_bank", {})
+    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
+                            "GROUP BY 1"))
+    edv = {d: ex.edv_inference(d, e) for d in ds}
+    curve = ex.rb_curve({d: (d, int(n_train[d])) for d in ds}, rb, rb.get("epochs", 1), reps=reps)
+    rbv = curve[max(curve)]
+    planted = sum(edv[d] - rbv[d] for d in ds) / len(ds)
+    beats = planted > 0.02
+    rows = [diff_row(f"{number} EDV − ReasoningBank, {label}", planted,
+                     run.paired_fn("edv", "reasoning_bank"),
+                     ("the 95 % interval must also exclude 0 (EDV beats RB)" if beats else
+                      "null control: the interval must contain 0")
+                     + f"; RB by Monte Carlo ({reps} reps/agent)", exclude_zero=beats)]
+    rows.append(cells_row(f"{number}· EDV Pass@1 per type, {label} (closed form)",
+                          [(x, edv[x], run.cell_fn("edv", x)) for x in ds], bank_detail(run, ex, ds, e)))
+    rows.append(cells_row(f"{number}· ReasoningBank Pass@1 per type, {label} (Monte Carlo)",
+                          [(x, rbv[x], run.cell_fn("reasoning_bank", x)) for x in ds]))
+    rows[0].detail += "; " + "; ".join(luck(run, ex, m) for m in ("edv", "reasoning_bank"))
+    return rows
+
+
+def luck(run: Run, ex: Expect, method: str) -> str:
+    """How lucky a method's draws were: its mean planted P(success) given what each episode
+    retrieved (the engine's own probability) against its observed rate, and the chance of
+    a rate at least that far out (Poisson-binomial tail) — a miss with a tiny chance is
+    the framework's (or the world's) fault, a miss with a fair chance is the dice."""
+    got = run.rows("SELECT m.domain, m.agent, e.experiences, m.success FROM method_results m "
+                   "JOIN episodes e USING (episode_id) WHERE m.method = ?", method)
+    ps = [ex.o.success_probability(a, d, d, x or []) for d, a, x, _s in got]
+    if not ps:
+        return f"{method}: no episodes"
+    dist = np.array([1.0])
+    for p in ps:
+        dist = np.convolve(dist, [1 - p, p])
+    obs = sum(bool(s) for *_r, s in got)
+    tail = dist[obs:].sum() if obs >= sum(ps) else dist[:obs + 1].sum()
+    return (f"{method} given what it retrieved: planted {np.mean(ps):.3f}, observed "
+            f"{obs / len(ps):.3f} (P(as far out) = {tail:.3f})")
+
+
+def bank_detail(run: Run, ex: Expect, ds: list[str], e: dict) -> str:
+    """The assumptions behind EDV's closed form, measured: the shared bank's quality (the
+    oracle reads the hidden tags), what inference retrieved and how right that was."""
+    parts = []
+    for d in ds:
+        rules = [r for (r,) in run.rows("SELECT rule FROM memory_items WHERE bank = 'shared' "
+                                        "AND domain = ?", d)]
+        q = sum(ex.o.item_is_correct(r) for r in rules) / max(1, len(rules))
+        parts.append(f"{d}: shared bank {len(rules)} items, {q:.2f} right "
+                     f"(planted {ex.edv_bank(d, e)['q']:.2f})")
+    k = e.get("retrieval_k", 3)
+    got = run.rows("SELECT experiences, retrieved_banks FROM method_episodes WHERE used_by = 'edv' "
+                   "AND stage = 'infer' AND condition = ''")
+    full = sum(len(b or []) == k and set(b) == {"shared"} for _x, b in got)
+    items = [x for xs, _b in got for x in xs or []]
+    right = sum(ex.o.item_is_correct(x) for x in items) / max(1, len(items))
+    parts.append(f"{full}/{len(got)} inference episodes retrieved {k} shared items, {right:.2f} right")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- 4: contamination
+
+def contamination_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
+    rows = []
+    for method in ("edv", "reasoning_bank"):
+        if method not in run.methods():
+            continue
+        for s in cfg.get("contamination") or []:
+            got = run.rows("SELECT domain, owner, n_clean, n_poison, share_reached FROM "
+                           "contamination_share WHERE method = ? AND condition = ?", method, f"poison@{s:g}")
+            off = [(dd, o, npz, round(s * nc / (1 - s))) for dd, o, nc, npz, _ in got
+                   if abs(npz - round(s * nc / (1 - s))) > 1]
+            reached = {f"{dd}{'/' + o if o else ''}": sr for dd, o, _nc, _np, sr in got}
+            rows.append(Row(f"4{'a' if method == 'edv' else 'c'} {method} contamination: share reached",
+                            f"{s:g} ± 1 item per domain", ", ".join(f"{k} {v:.3f}" for k, v in reached.items()),
+                            bool(got) and not off, f"off by more than one item: {off}" if off else
+                            "per domain (and per agent's bank for ReasoningBank)", {"reached": reached}))
+            rows.append(_drop_row(run, ex, method, s, cfg.get("edv", {})))
+    return rows
+
+
+def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict) -> Row:
+    """Clean − contaminated on the same tasks: planted = poison items retrieved per episode
+    × (harm per wrong item + for EDV the planted value of the clean item a twin displaces)."""
+    cond = f"{method}+poison@{share:g}"
+    mem = ex.o.profile.memory
+    poison = {i for (i,) in run.rows("SELECT item_id FROM contamination_items WHERE "
+                                     "method || '+' || condition = ?", cond)}
+    got: dict[str, list[int]] = {}
+    for d, ids in run.rows("SELECT m.domain, e.retrieved_item_ids FROM method_results m JOIN "
+                           "episodes e USING (episode_id) WHERE m.method = ?", cond):
+        got.setdefault(d, []).append(sum(i in poison for i in ids or []))
+    per = {d: sum(v) / len(v) for d, v in got.items()}
+    kret = dict(run.rows("SELECT m.domain, avg(len(e.retrieved_item_ids)) FROM method_results m "
+                         "JOIN episodes e USING (episode_id) WHERE m.method = ? GROUP BY 1", method))
+    # twins expected per episode if they are retrieved like the items they sit beside:
+    # EDV's take a share of k slots, RB's ride along with their host entry's items
+    like = share if method == "edv" else share / (1 - share)
+    ds = domains(run)
+    planted = 0.0
+    for d in ds:
+        displaced = 0.0
+        if method == "edv":
+            q = ex.edv_bank(d, e)["q"]
+            displaced = mem.gain_correct * q - mem.harm_wrong * (1 - q)
+        planted += per.get(d, 0.0) * (mem.harm_wrong + displaced) / len(ds)
+    return diff_row(f"4{'b' if method == 'edv' else 'd'} {method} contamination drop (clean − poisoned)",
+                    planted, run.paired_fn(method, cond),
+                    "poison items retrieved per episode: " + ", ".join(
+                        f"{d} {per.get(d, 0.0):.2f} (if retrieved like clean items: "
+                        f"{like * float(kret.get(d) or 0):.2f})" for d in ds))
+

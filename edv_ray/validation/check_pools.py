@@ -1,0 +1,249 @@
+"""Checks on the homogeneous and the epoch worlds.
+
+2. verification_audit recovers the planted P(approve | wrong) (homogeneous world: EDV
+   without the contrast gate; lessons of groups whose runs all failed are always wrong);
+5. the epoch curves rise as planted (EDV and ReasoningBank), EDV's later construction
+   epochs run with memory, and the heterogeneity comparison separates a homogeneous
+   from a heterogeneous planted pool; distinct seeds give independent runs.
+
+The epoch curves are planted GIVEN each epoch's frozen bank (its size and the truth of
+its items, read by the oracle): a small world's bank varies from run to run (how many
+groups happened to contrast), which no test-time interval covers. How the bank grows is
+checked on its own, against the Monte Carlo's range (5a·); the unconditional Monte Carlo
+curve is shown beside.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from edv_ray.validation.check_main import domains
+from edv_ray.validation.checks import Row, cells_row, diff_row, level, rate_row
+from edv_ray.validation.expect import Expect
+from edv_ray.validation.measure import Run, clustered_fn, paired_scores
+
+
+# ---------------------------------------------------------------- 2: EDV's verification
+
+def verification_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
+    e = cfg.get("edv", {})
+    ds = domains(run)
+    planted = sum(ex.edv_bank(d, e)["p_approve_all_failed"] for d in ds) / len(ds)
+    view = run.rows("SELECT p_approve_given_failed, votes_all_failed FROM verification_audit "
+                    "WHERE verifier_type = 'executor'")
+    votes = run.rows("SELECT domain, task_id, approve, supporting_all_failed, is_poison, "
+                     "context_success FROM votes WHERE verifier_type = 'executor' AND parse_ok")
+    fn = clustered_fn(((d, t), int(a), 1) for d, t, a, f, p, _c in votes if f and not p)
+    shown = ", ".join(f"{v:.3f} over {n} votes" for v, n in view if v is not None)
+    rows = [rate_row("2a verification_audit: P(approve | every supporting run failed)", planted, fn,
+                     f"= planted P(approve | wrong, own run failed) here; the view: {shown}")]
+    for own_ok, name in ((False, "2b known-wrong (poison) lessons: P(approve | own run failed)"),
+                         (True, "2c known-wrong (poison) lessons: P(approve | own run succeeded)")):
+        p = ex.o.p_approve(ex.executors[0], correct=False, own_run_failed=not own_ok)
+        fn = clustered_fn(((d, t), int(a), 1) for d, t, a, _f, pz, c in votes if pz and bool(c) == own_ok)
+        rows.append(rate_row(name, p, fn, "the votes table's poison rows (the admission audit)"))
+    return rows
+
+
+# ---------------------------------------------------------------- 5: heterogeneity, seeds
+
+def heterogeneity_rows(hom: Run, het: Run, ex_hom: Expect, ex_het: Expect) -> list[Row]:
+    ds = domains(het)
+    g_het = sum(ex_het.routing_gain(d) for d in ds) / len(ds)
+    g_hom = sum(ex_hom.routing_gain(d) for d in ds) / len(ds)
+    rows = [diff_row("5d routing gain (Router − No-Memory), homogeneous pool", g_hom,
+                     hom.paired_fn("router", "no_memory"), "planted 0: routing can gain nothing"),
+            diff_row("5e routing gain (Router − No-Memory), heterogeneous pool", g_het,
+                     het.paired_fn("router", "no_memory"), "the 95 % interval must exclude 0",
+                     exclude_zero=True)]
+    gain = {}
+    for run, key in ((het, "het"), (hom, "hom")):
+        r, nm = run.task_scores("router"), run.task_scores("no_memory")
+        gain[key] = {k: r[k] - nm[k] for k in set(r) & set(nm)}
+    rows.append(diff_row("5f heterogeneity separates the pools (gain heterogeneous − homogeneous)",
+                         g_het - g_hom, lambda conf: paired_scores(gain["het"], gain["hom"], conf),
+                         "paired by task over the same test tasks; the 95 % interval must exclude 0",
+                         exclude_zero=True))
+    return rows
+
+
+def seed_rows(run: Run, ex: Expect) -> list[Row]:
+    """Agents of one model with distinct seeds act independently: two agents' No-Memory
+    runs of a task agree as often as independent draws do (identical requests — seeds
+    overwritten — would agree every time)."""
+    got = run.rows("SELECT domain, task_id, trial, agent, success FROM method_episodes "
+                   "WHERE used_by = 'no_memory'")
+    by: dict = {}
+    for d, t, trial, agent, ok in got:
+        by.setdefault((d, t, trial), {})[agent] = bool(ok)
+    units = []
+    for (d, t, _trial), outs in by.items():
+        pairs = list(itertools.combinations(sorted(outs), 2))
+        units.append(((d, t), sum(outs[a] == outs[b] for a, b in pairs), len(pairs)))
+    ds = domains(run)
+    seeds = run.request_seeds()
+    return [rate_row("5g distinct seeds act independently: P(two agents' runs agree)",
+                     sum(ex.agreement(d) for d in ds) / len(ds), clustered_fn(units),
+                     "1.0 if the seeds collapsed; request seeds per agent: "
+                     + ", ".join(f"{a} {s}" for a, s in seeds))]
+
+
+# ---------------------------------------------------------------- 5: epoch curves
+
+def _snapshot(run: Run, epoch: int, domain: str, ex: Expect) -> list[tuple[bool, str]]:
+    """(right, source task) of the shared items EDV froze after ``epoch``."""
+    return [(ex.o.item_is_correct(rule), src) for rule, src in run.shared_items(epoch, domain)]
+
+
+def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
+    ds = domains(run)
+    e, rb = cfg["edv"], cfg["reasoning_bank"]
+    k = e.get("retrieval_k", 3)
+    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
+                            "GROUP BY 1"))
+    mc = {d: ex.edv_curve(d, int(n_train[d]), e, reps=reps) for d in ds}
+    epochs = sorted(x for (x,) in run.rows("SELECT DISTINCT epoch FROM method_results WHERE "
+                                           "method = 'edv'"))
+    snaps = {(d, x): _snapshot(run, x, d, ex) for d in ds for x in range(e["epochs"])}
+    given = _given_retrieved(run, ex, "edv")
+    rows = [_curve_row(run, "5a EDV epoch curve = planted given what each epoch retrieved", "edv",
+                       given, {d: mc[d]["inference"] for d in ds}, e["epochs"]),
+            _frozen_row(run, "5a· EDV evaluations read only their epoch's frozen bank", "edv",
+                        {x: run.bank_ids(x) for x in epochs})]
+    rows += _rise_row(run, "5a· EDV rise", "edv", given)
+    q = (1 - level(e["epochs"] * len(ds))) / 2
+    rng = {d: np.quantile(mc[d]["bank_sizes"], [q, 1 - q], axis=0) for d in ds}
+    sizes = {(d, x): len(snaps[(d, x)]) for d in ds for x in range(e["epochs"])}
+    rows.append(Row("5a· EDV shared bank size per epoch within the planted range",
+                    ", ".join(f"{d}/e{x} [{int(rng[d][0][x])}, {int(rng[d][1][x])}]" for d, x in sizes),
+                    ", ".join(f"{d}/e{x} {n}" for (d, x), n in sizes.items()),
+                    all(rng[d][0][x] <= n <= rng[d][1][x] for (d, x), n in sizes.items()),
+                    f"Monte Carlo range of the shared bank after each epoch ({reps} reps; mean "
+                    + "; ".join(f"{d} " + ", ".join(f"{m:.1f}" for m in mc[d]["bank_sizes"].mean(axis=0))
+                                for d in ds) + ")"))
+    rows.append(construction_row(run, ex, k, snaps, {d: mc[d]["construction"] for d in ds}))
+    rows += rb_epoch_rows(run, ex, ds, rb, n_train, reps)
+    return rows
+
+
+def _given_retrieved(run: Run, ex: Expect, method: str) -> dict:
+    """(domain, epoch) → the mean planted P(success) of the method's evaluation episodes
+    given the items each retrieved (the oracle reads their truth): which items a task
+    retrieves depends on the task texts, not on their truth."""
+    got: dict = {}
+    for d, x, agent, exps in run.rows(
+            "SELECT m.domain, m.epoch, m.agent, e.experiences FROM method_results m JOIN episodes e "
+            "USING (episode_id) WHERE m.method = ?", method):
+        got.setdefault((d, x), []).append(ex.o.success_probability(agent, d, d, exps or []))
+    return {k: float(np.mean(v)) for k, v in sorted(got.items())}
+
+
+def _frozen_row(run: Run, check: str, method: str, allowed: dict, entry: bool = False) -> Row:
+    """Every item an evaluation of epoch E retrieved was in the memory of epoch E."""
+    bad, total = 0, 0
+    for x, ids in run.rows("SELECT m.epoch, e.retrieved_item_ids FROM method_results m JOIN "
+                           "episodes e USING (episode_id) WHERE m.method = ?", method):
+        for i in ids or []:
+            total += 1
+            bad += (i.rsplit(":", 1)[0] if entry else i) not in allowed.get(x, set())
+    return Row(check, "0 items from later epochs", f"{bad} of {total} retrieved items", bad == 0,
+               "retrieved item ids against the memory each epoch's evaluation may read")
+
+
+def _latest_row(run: Run) -> Row:
+    """ReasoningBank over epochs retrieves each past task's LATEST entry (as of the
+    evaluation's epoch), never an older copy of the same task (issue 18: k = 1 returned
+    the epoch-0 entry forever, k = 3 three copies of one task)."""
+    entries = run.rows("SELECT entry_id, agent, domain, task_id, epoch FROM rb_entries "
+                       "WHERE stage = 'rb_execute'")
+    info = {e: (a, d, t, ep) for e, a, d, t, ep in entries}
+    latest: dict = {}
+    for _e, a, d, t, ep in entries:
+        latest.setdefault((a, d, t), []).append(ep)
+    stale, total, dup = 0, 0, 0
+    for x, ids in run.rows("SELECT m.epoch, e.retrieved_item_ids FROM method_results m JOIN "
+                           "episodes e USING (episode_id) WHERE m.method = 'reasoning_bank'"):
+        seen = set()
+        for eid in {i.rsplit(":", 1)[0] for i in ids or []}:
+            if eid not in info:
+                continue
+            a, d, t, ep = info[eid]
+            total += 1
+            stale += ep != max(e for e in latest[(a, d, t)] if e <= x)
+            dup += (a, d, t) in seen
+            seen.add((a, d, t))
+    return Row("5c· ReasoningBank retrieves each past task's latest entry, no task twice",
+               "0 stale, 0 repeated", f"{stale} stale, {dup} repeated of {total} retrieved entries",
+               total > 0 and stale == 0 and dup == 0, "an entry is stale when a later epoch's "
+               "entry of its task existed at the evaluation's epoch")
+
+
+def _curve_row(run: Run, check: str, method: str, given: dict, mc: dict, n_epochs: int) -> Row:
+    cells = [(f"{d}/e{x}", p, run.cell_fn(method, d, epoch=x)) for (d, x), p in sorted(given.items())]
+    row = cells_row(check, cells, "unconditional Monte Carlo: " + "; ".join(
+        f"{d} " + ", ".join(f"e{x} {v:.3f}" for x, v in enumerate(curve)) for d, curve in mc.items()))
+    missing = n_epochs - len({x for _d, x in given})
+    if missing > 0:
+        row.ok = False
+        row.detail += f"; {missing} epoch(s) without an evaluation"
+    return row
+
+
+def _rise_row(run: Run, check: str, method: str, given: dict) -> list[Row]:
+    """Last − first evaluated epoch, paired by task (the mean of domain scores)."""
+    epochs = sorted({x for _d, x in given})
+    if len(epochs) < 2:
+        return []
+    a, b = epochs[0], epochs[-1]
+    ds = sorted({d for d, _x in given})
+    planted = sum(given[(d, b)] - given[(d, a)] for d in ds) / len(ds)
+    return [diff_row(f"{check} e{a} → e{b}", planted,
+                     lambda conf: paired_scores(run.task_scores(method, b), run.task_scores(method, a),
+                                                conf), "paired by task")]
+
+
+def construction_row(run: Run, ex: Expect, k: int, snaps: dict, mc: dict) -> Row:
+    """EDV's construction runs after epoch 0 read the bank frozen after the epoch before:
+    their success rate is the planted rate with that memory, not the memory-free rate."""
+    got = run.rows("SELECT domain, epoch, agent, task_id, success, len(experiences) > 0 FROM "
+                   "method_episodes WHERE used_by = 'edv' AND stage = 'execute' AND epoch > 0")
+    cells = []
+    for d, x in sorted({(r[0], r[1]) for r in got}):
+        mine = [r for r in got if (r[0], r[1]) == (d, x)]
+        bank = snaps[(d, x - 1)]
+        planted = np.mean([ex.from_bank(a, d, k, sum(ok for ok, src in bank if src != t),
+                                        sum(src != t for _ok, src in bank))
+                           for _d, _x, a, t, _s, _m in mine])
+        cells.append((f"{d}/e{x}", float(planted),
+                      clustered_fn(((d, t), int(s), 1) for _d, _x, _a, t, s, _m in mine)))
+    used = sum(r[5] for r in got)
+    n_epochs = max(len(v) for v in mc.values())
+    row = cells_row("5b EDV construction epochs ≥ 1 = planted rate with the memory they read", cells,
+                    f"{used}/{len(got)} of them retrieved memory; without memory: "
+                    + ", ".join(f"{d} {ex.no_memory(d):.3f}" for d in mc) + "; unconditional Monte "
+                    "Carlo: " + "; ".join(f"{d} " + ", ".join(f"e{x} {v:.3f}" for x, v in enumerate(c)
+                                                              if x > 0) for d, c in mc.items()))
+    if len(cells) < (n_epochs - 1) * len(mc):
+        row.ok = False
+        row.detail += "; construction epochs without EDV executions of their own"
+    return row
+
+
+def rb_epoch_rows(run: Run, ex: Expect, ds: list[str], rb: dict, n_train: dict, reps: int) -> list[Row]:
+    """ReasoningBank's curve given each agent's bank after each epoch (latest entry per
+    task; the oracle reads its items' truth)."""
+    given = _given_retrieved(run, ex, "reasoning_bank")
+    epoch_of = dict(run.rows("SELECT entry_id, epoch FROM rb_entries"))
+    rb_epochs = sorted({x for _d, x in given})
+    allowed = {x: {e for e, ep in epoch_of.items() if ep <= x} for x in rb_epochs}
+    mc = ex.rb_curve({d: (d, int(n_train[d])) for d in ds}, rb, rb.get("epochs", 1),
+                     reps=max(100, reps // 4))
+    rows = [_curve_row(run, "5c ReasoningBank epoch curve = planted given what each epoch retrieved",
+                       "reasoning_bank", given, {d: [mc[x][d] for x in sorted(mc)] for d in ds},
+                       rb.get("epochs", 1)),
+            _frozen_row(run, "5c· ReasoningBank evaluations read only what was learned by their epoch",
+                        "reasoning_bank", allowed, entry=True),
+            _latest_row(run)]
+    return rows + _rise_row(run, "5c· ReasoningBank rise", "reasoning_bank", given)

@@ -1,0 +1,139 @@
+"""One row of the validation table: a check, the planted value (computed apart from the
+framework), the measured value with the framework's 95 % interval, and the verdict.
+
+Verdicts hold the whole suite to one error rate: a row passes when its planted value lies
+inside the framework's interval at 1 − 0.05/FAMILY (and, for a row over m cells — per
+agent, domain or epoch —, at 1 − 0.05/(FAMILY·m)), so a correct framework fails some row
+of the suite at most 5 % of the time (Bonferroni). The table shows the usual 95 %
+interval; ``PASS*`` marks a planted value outside it but inside the suite's interval
+(expected in about one row in twenty). Rows without a verdict are diagnostics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from edv_ray.report.stats import PairedDiff, Rate
+
+FAMILY = 30  # verdict rows the suite holds at most (the Bonferroni family)
+
+RateFn = Callable[[float], Rate]  # confidence → the framework's rate and interval
+DiffFn = Callable[[float], PairedDiff]
+
+
+def level(cells: int = 1) -> float:
+    """The confidence a verdict uses for one of ``cells`` cells of a row."""
+    return 1 - 0.05 / (FAMILY * max(1, cells))
+
+
+@dataclass
+class Row:
+    check: str  # "3a EDV − ReasoningBank (biased world)"
+    planted: str
+    measured: str
+    ok: bool | None
+    detail: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)
+    outside95: bool = False  # passed, but the planted value lies outside the 95 % interval
+
+    @property
+    def verdict(self) -> str:
+        if self.ok is None:
+            return "info"
+        return ("PASS*" if self.outside95 else "PASS") if self.ok else "FAIL"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.3f}"
+
+
+def rate_text(r: Rate) -> str:
+    return f"{num(r.rate)} [{num(r.lo)}, {num(r.hi)}] n={r.n}"
+
+
+def diff_text(d: PairedDiff) -> str:
+    ci = f"[{signed(d.lo)}, {signed(d.hi)}]" if d.lo is not None else f"({d.why})"
+    return f"{signed(d.diff)} {ci} over {d.tasks} tasks"
+
+
+def covers(r: Rate, planted: float) -> bool:
+    return r.rate is not None and r.lo - 1e-12 <= planted <= r.hi + 1e-12
+
+
+def diff_covers(d: PairedDiff, planted: float) -> bool:
+    return d.lo is not None and d.lo - 1e-12 <= planted <= d.hi + 1e-12
+
+
+def rate_fig(r: Rate) -> dict:
+    return {"rate": r.rate, "lo": r.lo, "hi": r.hi, "n": r.n, "tasks": r.tasks}
+
+
+def diff_fig(d: PairedDiff) -> dict:
+    return {"diff": d.diff, "lo": d.lo, "hi": d.hi, "p": d.p, "tasks": d.tasks, "why": d.why}
+
+
+def rate_row(check: str, planted: float, fn: RateFn, detail: str = "") -> Row:
+    r95, rfw = fn(0.95), fn(level())
+    return Row(check, num(planted), rate_text(r95), covers(rfw, planted), detail,
+               {"planted": planted, **rate_fig(r95), "fw_lo": rfw.lo, "fw_hi": rfw.hi},
+               not covers(r95, planted))
+
+
+def cells_row(check: str, cells: list[tuple[str, float, RateFn]], detail: str = "") -> Row:
+    """Several cells (label, planted, rate function): PASS when every cell's interval at
+    the row's Bonferroni level covers its planted value."""
+    got = [(lab, p, fn(0.95), fn(level(len(cells)))) for lab, p, fn in cells]
+    missed = [lab for lab, p, _r, rfw in got if not covers(rfw, p)]
+    out95 = [lab for lab, p, r, _f in got if not covers(r, p)]
+    planted = ", ".join(f"{lab} {num(p)}" for lab, p, _r, _f in got)
+    measured = ", ".join(f"{lab} {num(r.rate)} [{num(r.lo, 2)}, {num(r.hi, 2)}]" for lab, _p, r, _f in got)
+    note = f"missed: {', '.join(missed)}" if missed else (
+        f"outside the 95 % interval only: {', '.join(out95)}" if out95 else "")
+    return Row(check, planted, measured, bool(got) and not missed,
+               "; ".join(x for x in (detail, note) if x),
+               {"cells": [{"label": lab, "planted": p, **rate_fig(r), "fw_lo": f.lo, "fw_hi": f.hi}
+                          for lab, p, r, f in got]}, bool(out95))
+
+
+def diff_row(check: str, planted: float, fn: DiffFn, detail: str = "",
+             exclude_zero: bool = False) -> Row:
+    """A paired difference: PASS when the suite-level interval covers the planted value
+    (and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is shown). No
+    task scored by both sides: FAIL. Too few tasks (or too few that differ) for compare
+    to give an interval: not evaluable at this size (no verdict)."""
+    d95 = fn(0.95)
+    figures = {"planted": planted, **diff_fig(d95)}
+    if d95.diff is None:
+        return Row(check, signed(planted), diff_text(d95), False, detail, figures)
+    if d95.lo is None:
+        return Row(check, signed(planted), diff_text(d95), None,
+                   "; ".join(x for x in (detail, "not evaluable at this size") if x), figures)
+    dfw = fn(level())
+    ok = diff_covers(dfw, planted) and (not exclude_zero or d95.lo > 0 or d95.hi < 0)
+    return Row(check, signed(planted), diff_text(d95), ok, detail,
+               {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted))
+
+
+def validity_row(name: str, failed: list[str]) -> Row:
+    return Row(f"0  validity checks of the {name} run", "all pass",
+               "all pass" if not failed else "; ".join(failed)[:300], not failed)
+
+
+def engine_row(name: str, run, oracle, agent_identity: bool) -> Row:
+    """Every episode ended as the engine planned it (the benchmark's grading realised
+    the planted decision) — the ground every other check stands on."""
+    if not agent_identity:
+        return Row(f"0  engine realises its plan ({name})", "1.000", "—", None,
+                   "draw_identity request_seed: the plan depends on the request's seed")
+    rows = run.rows("SELECT agent, domain, task_id, trial, episode_id, experiences, status, success "
+                    "FROM episodes")
+    bad = [r[4] for r in rows if r[6] != "ok"
+           or bool(r[7]) != oracle.planned_success(r[0], r[1], r[2], r[3], r[4], r[5] or [])]
+    share = 1 - len(bad) / max(1, len(rows))
+    return Row(f"0  engine realises its plan ({name})", "1.000", f"{share:.3f} of {len(rows)} episodes",
+               not bad, f"first differing: {bad[:3]}" if bad else "")

@@ -1,0 +1,114 @@
+"""Check 6: do ``edv compare``'s 95 % intervals cover the planted truth 93-97 % of the time?
+
+Two sources of repetitions:
+
+* **planted outcome tables** (fast and full): each repetition draws fresh tasks from a
+  planted population (task difficulty u ~ Beta(2, 2) in two domains; method A solves a
+  trial with probability u, method B with u + δ(1 − u)) and their trials, writes the
+  rows a run's ``method_results`` holds, and hands all repetitions — one "run" each —
+  to ``edv compare``'s own code on one DuckDB connection (:class:`Scored` cells and
+  :func:`compare_cells` paired comparisons). The truth is the population's: A 0.5,
+  B 0.5 + δ/2, B − A δ/2. Whole runs are not needed here: the intervals see only these
+  tables, and thousands of repetitions cost seconds instead of hours on 2 cores.
+* **the framework's own result tables** (full): one simulated run whose many agents all
+  have the same planted P(success) — each agent a repetition — read through the same
+  compare cells (No-Memory's per-agent rows: tasks × trials, task-clustered).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from edv_ray.report.compare_load import RUN_INFO_SCHEMA
+from edv_ray.report.compare_tables import compare_cells
+from edv_ray.report.compare_units import ALL, Scored
+from edv_ray.report.stats import wilson
+from edv_ray.validation.checks import Row, num
+
+BAND = (0.93, 0.97)
+DOMAINS = ("d1", "d2")
+
+
+def planted_tables(reps: int, tasks: int, trials: int, delta: float, seed: int = 0) -> pa.Table:
+    """method_results rows of ``reps`` repetitions (run ids r0000, …): ``tasks`` per
+    domain, ``trials`` per task, methods ``no_memory`` (A) and ``edv`` (B)."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list] = {k: [] for k in ("run_id", "method", "agent", "epoch", "domain",
+                                             "task_id", "trial", "status", "success", "reward",
+                                             "episode_id")}
+    for r in range(reps):
+        for d in DOMAINS:
+            u = rng.beta(2.0, 2.0, tasks)
+            for method, p in (("no_memory", u), ("edv", u + delta * (1 - u))):
+                wins = rng.random((tasks, trials)) < p[:, None]
+                for t in range(tasks):
+                    for k in range(trials):
+                        ok = bool(wins[t, k])
+                        for key, v in (("run_id", f"r{r:04d}"), ("method", method), ("agent", "x"),
+                                       ("epoch", 0), ("domain", d), ("task_id", f"t{t}"),
+                                       ("trial", k), ("status", "ok"), ("success", ok),
+                                       ("reward", float(ok)),
+                                       ("episode_id", f"r{r}-{method}-{d}-{t}-{k}")):
+                            cols[key].append(v)
+    return pa.table(cols)
+
+
+def compare_con(results: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A connection with the two views compare's cells read (method_results, run_info)."""
+    con = duckdb.connect()
+    con.register("_method_results", results)
+    con.table("_method_results").create_view("method_results")
+    runs = sorted(set(results.column("run_id").to_pylist()))
+    con.register("_run_info", pa.Table.from_pylist(
+        [{"run_id": r, "stored_run_id": r, "sweep_id": None, "axes_json": "{}", "benchmark": "tau2",
+          "seed": 0} for r in runs], schema=RUN_INFO_SCHEMA))
+    con.table("_run_info").create_view("run_info")
+    return con
+
+
+def coverage_row(check: str, hits: int, reps: int, truth_text: str, detail: str) -> Row:
+    cov = wilson(hits, reps)
+    ok = BAND[0] <= hits / reps <= BAND[1]
+    return Row(check, f"0.95 (accept {BAND[0]:.2f}–{BAND[1]:.2f})",
+               f"{hits / reps:.3f} [{num(cov.lo)}, {num(cov.hi)}] of {reps} reps", ok,
+               f"truth {truth_text}; {detail}", {"hits": hits, "reps": reps, "coverage": hits / reps})
+
+
+def planted_coverage(reps: int, tasks: int = 20, trials: int = 2, delta: float = 0.2,
+                     n_boot: int = 2000, seed: int = 0) -> list[Row]:
+    s = Scored(compare_con(planted_tables(reps, tasks, trials, delta, seed)))
+    truth = {"no_memory": 0.5, "edv": 0.5 + delta / 2}
+    hits = {"no_memory": 0, "edv": 0, "diff": 0, "domain": 0}
+    for g in s.groups:
+        for m in ("no_memory", "edv"):
+            c = s.cell(g.label, m)
+            hits[m] += c["ci_lo"] <= truth[m] <= c["ci_hi"]
+        c = s.cell(g.label, "edv", ALL, DOMAINS[0])
+        hits["domain"] += c["ci_lo"] <= truth["edv"] <= c["ci_hi"]
+        d = compare_cells(s, (g.label, "edv", ALL), (g.label, "no_memory", ALL), ALL, n_boot, 0)
+        hits["diff"] += d.lo is not None and d.lo <= delta / 2 <= d.hi
+    shape = f"{len(DOMAINS)} domains × {tasks} tasks × {trials} trials per repetition"
+    return [
+        coverage_row("6a coverage: Pass@1 cell, mean of domain scores (planted tables)",
+                     hits["no_memory"], reps, "0.500", f"method A; {shape}; task-clustered"),
+        coverage_row("6b coverage: Pass@1 cell of one domain (planted tables)", hits["domain"], reps,
+                     f"{truth['edv']:.3f}", f"method B, {tasks} tasks × {trials} trials; task-clustered"),
+        coverage_row("6c coverage: paired difference B − A (planted tables)", hits["diff"], reps,
+                     f"{delta / 2:+.3f}", f"{shape}; paired bootstrap, {n_boot} resamples, "
+                     "tasks resampled within domains"),
+    ]
+
+
+def framework_coverage(run, ex) -> Row:
+    """No-Memory's per-agent cells of a run whose agents all share one planted rate."""
+    agents = run.scored().agent_names(run.group, "no_memory")
+    hits, shape = 0, ""
+    for a in agents:
+        c = run.cell("no_memory", run.scored().domains[0], agent=a)
+        hits += c.lo <= ex.p(a, run.scored().domains[0]) <= c.hi
+        shape = f"{c.tasks} tasks, n = {c.n} each"
+    return coverage_row("6d coverage: per-agent Pass@1 cells of a simulated run (framework tables)",
+                        hits, len(agents), num(ex.p(agents[0], run.scored().domains[0])),
+                        f"{len(agents)} agents as repetitions, {shape}; task-clustered")

@@ -1,0 +1,125 @@
+"""The validation suite: run each planted world through the framework, then set what the
+framework measured against what was planted (computed apart from it).
+
+``run_suite("fast")`` is what CI runs (small task counts); ``run_suite("full")`` gives
+the figures in ``experiments/validation/README.md``. Each world's checks are also a
+function of their own (the tests call them one world at a time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from edv_ray.validation import check_main as M
+from edv_ray.validation import check_pools as P
+from edv_ray.validation.checks import Row, engine_row, validity_row
+from edv_ray.validation.coverage import framework_coverage, planted_coverage
+from edv_ray.validation.expect import Expect
+from edv_ray.validation.measure import Run
+from edv_ray.validation.runs import run_world
+from edv_ray.validation.worlds import World, load_world
+
+WORLDS = {"fast": ("main", "null", "homogeneous", "epochs"),
+          "full": ("main", "null", "homogeneous", "epochs", "coverage")}
+MC_REPS = {"fast": 400, "full": 2000}  # Monte Carlo repetitions of the planted expectations
+COVERAGE_REPS = {"fast": 1000, "full": 4000}
+COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
+
+
+def expect_for(world: World) -> Expect:
+    cfg = world.config
+    return Expect(world.profile, cfg["roles"]["executors"], [a["name"] for a in cfg["agents"]],
+                  cfg["roles"].get("distillers"))
+
+
+def _base_rows(world: World, run: Run, ex: Expect) -> list[Row]:
+    agent_draws = world.profile.get("draw_identity", "agent") == "agent"
+    return [validity_row(world.name, run.failed_validity()),
+            engine_row(world.name, run, ex.o, agent_draws)]
+
+
+def main_checks(world: World, run: Run, size: str) -> list[Row]:
+    ex = expect_for(world)
+    rows = _base_rows(world, run, ex)
+    rows += M.routing_rows(run, ex, world.config["roles"].get("judge"))
+    rows += M.rb_audit_rows(run, ex)
+    rows += M.margin_rows(run, ex, world.config, "self-confirmation world", "3a", MC_REPS[size])
+    rows += M.contamination_rows(run, ex, world.config)
+    return rows
+
+
+def null_checks(world: World, run: Run, size: str) -> list[Row]:
+    ex = expect_for(world)
+    return _base_rows(world, run, ex) + M.margin_rows(run, ex, world.config,
+                                                      "null world (no bias)", "3b", MC_REPS[size])
+
+
+def homogeneous_checks(world: World, run: Run, main: tuple[World, Run] | None) -> list[Row]:
+    ex = expect_for(world)
+    rows = _base_rows(world, run, ex) + P.verification_rows(run, ex, world.config)
+    rows += P.seed_rows(run, ex)
+    if main is not None:
+        rows += P.heterogeneity_rows(run, main[1], ex, expect_for(main[0]))
+    return rows
+
+
+def epoch_checks(world: World, run: Run, size: str) -> list[Row]:
+    ex = expect_for(world)
+    return _base_rows(world, run, ex) + P.epoch_rows(run, ex, world.config, MC_REPS[size])
+
+
+def coverage_checks(size: str, world: World | None = None, run: Run | None = None) -> list[Row]:
+    rows = planted_coverage(COVERAGE_REPS[size], n_boot=COVERAGE_BOOT[size])
+    if world is not None and run is not None:
+        rows.append(framework_coverage(run, expect_for(world)))
+    return rows
+
+
+def run_suite(size: str, output_dir: str | Path, reuse: bool = True, only: list[str] | None = None,
+              console: Console | None = None) -> list[Row]:
+    """Every check of the size (``only``: a subset of the worlds), in check order."""
+    console = console or Console(quiet=True)
+    names = [n for n in WORLDS[size] if not only or n in only]
+    worlds = {n: load_world(n, size, output_dir) for n in names}
+    runs = {}
+    for n, w in worlds.items():
+        console.print(f"[bold]world[/] {n} ({size}) …")
+        runs[n] = Run(run_world(w, reuse=reuse))
+    rows: list[Row] = []
+    if "main" in runs:
+        rows += main_checks(worlds["main"], runs["main"], size)
+    if "null" in runs:
+        rows += null_checks(worlds["null"], runs["null"], size)
+    if "homogeneous" in runs:
+        main = (worlds["main"], runs["main"]) if "main" in runs else None
+        rows += homogeneous_checks(worlds["homogeneous"], runs["homogeneous"], main)
+    if "epochs" in runs:
+        rows += epoch_checks(worlds["epochs"], runs["epochs"], size)
+    if not only or "coverage" in (only or []):
+        rows += coverage_checks(size, worlds.get("coverage"), runs.get("coverage"))
+    return sorted(rows, key=lambda r: r.check.split(" ")[0])
+
+
+def print_table(rows: list[Row], console: Console) -> None:
+    table = Table(title="Validation: planted vs measured", show_lines=False)
+    for col in ("check", "planted", "measured [interval]", "verdict"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        style = {True: "green", False: "bold red", None: "dim"}[r.ok]
+        table.add_row(r.check, r.planted, r.measured, f"[{style}]{r.verdict}[/]")
+    console.print(table)
+    for r in rows:
+        if r.detail:
+            console.print(f"[dim]{r.check.split(' ')[0]}: {r.detail}[/]")
+    failed = [r.check for r in rows if r.ok is False]
+    console.print(f"[bold]{sum(r.ok is True for r in rows)} passed, {len(failed)} failed[/]"
+                  + (f": {', '.join(failed)}" if failed else ""))
+
+
+def markdown(rows: list[Row]) -> str:
+    out = ["| check | planted | measured [interval] | verdict |", "|---|---|---|---|"]
+    out += [f"| {r.check} | {r.planted} | {r.measured} | {r.verdict} |" for r in rows]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,114 @@
+"""The planted worlds of the validation suite: run configs read from
+``experiments/validation/worlds/*.yaml`` at a size (``fast`` for CI, ``full`` for the
+figures), and the tasks each size selects.
+
+A world file is a run config (``extends:`` works as for ``edv run``) plus a
+``validation:`` section the suite reads and removes: ``sizes`` (per size: training and
+test tasks per domain, trials), ``exclude`` (per domain, tasks the engine cannot fail —
+they would pass whatever was planted) and, for the coverage world, ``agents`` (how many
+identical agents, each a repetition).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edv_ray.config import ConfigError, RunConfig, load_config_dict
+from edv_ray.config_files import deep_merge, read_yaml
+
+WORLDS_DIR = Path(__file__).resolve().parents[2] / "experiments" / "validation" / "worlds"
+SIZES = ("fast", "full")
+
+
+@dataclass
+class World:
+    """One planted world at one size: its run config (a dict, ready for
+    :func:`edv_ray.config.load_config_dict`) and what the suite reads from it."""
+
+    name: str
+    size: str
+    config: dict[str, Any]
+    meta: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return self.config["run_id"]
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        """The planted profile (the ``simulation:`` section of model ``sim``)."""
+        return self.config["models"]["sim"]["simulation"]
+
+    def run_config(self) -> RunConfig:
+        return load_config_dict(copy.deepcopy(self.config), source=f"validation world {self.name}")
+
+
+def _split_ids(domain: str, split: str) -> list[str]:
+    from edv_ray.envs.tau2.tasks import load_domain_tasks
+
+    return [t.id for t in load_domain_tasks(domain, split)]
+
+
+def task_ids(counts: dict[str, int], split: str, exclude: dict[str, list[str]]) -> list[str]:
+    """Ids selecting the first ``counts[d]`` tasks of each domain's split (without the
+    excluded ones). τ²-bench ids are numbers shared by domains and ``task_ids`` is one
+    list, so a domain may also get another domain's id when its split holds it: the
+    selection is then a little larger, never different in kind."""
+    out: list[str] = []
+    for domain, n in counts.items():
+        ids = [i for i in _split_ids(domain, split) if i not in set(exclude.get(domain, []))]
+        if n > len(ids):
+            raise ConfigError(f"validation: {domain}/{split} has {len(ids)} usable tasks, {n} asked")
+        out += [i for i in ids[:n] if i not in out]
+    return out
+
+
+def selected(ids: list[str], domains: list[str], split: str,
+             exclude: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What ``ids`` select per domain (the check that no excluded task slipped in)."""
+    got = {d: [i for i in _split_ids(d, split) if i in set(ids)] for d in domains}
+    bad = {d: sorted(set(v) & set(exclude.get(d, []))) for d, v in got.items()}
+    bad = {d: v for d, v in bad.items() if v}
+    if bad:
+        raise ConfigError(f"validation: the task ids select excluded tasks {bad}; change the sizes")
+    return got
+
+
+def load_world(name: str, size: str, output_dir: str | Path | None = None,
+               worlds_dir: Path = WORLDS_DIR, seed: int | None = None) -> World:
+    """World ``name`` at ``size``: its run config with the size's selections, trials and
+    run id ``<run_id>-<size>`` under ``output_dir``. ``seed``: another draw of the same
+    world (the run's and the engine's seed; run id ``…-s<seed>``)."""
+    if size not in SIZES:
+        raise ConfigError(f"validation size {size!r}: one of {', '.join(SIZES)}")
+    raw = read_yaml(worlds_dir / f"{name}.yaml")
+    meta = raw.pop("validation", {}) or {}
+    sizes = meta.get("sizes", {})
+    if size not in sizes:
+        raise ConfigError(f"validation world {name}: no {size!r} size")
+    sz = sizes[size]
+    exclude = meta.get("exclude", {})
+    domains = list(sz["test"])  # the size's domains are the run's
+    train = task_ids({d: sz["train"][d] for d in domains}, raw["benchmark"].get("train_split", "train"), exclude)
+    test = task_ids({d: sz["test"][d] for d in domains}, raw["benchmark"].get("split", "test"), exclude)
+    selected(train, domains, raw["benchmark"].get("train_split", "train"), exclude)
+    selected(test, domains, raw["benchmark"].get("split", "test"), exclude)
+    cfg = deep_merge(raw, {
+        "run_id": f"{raw['run_id']}-{size}" + (f"-s{seed}" if seed is not None else ""),
+        "benchmark": {"domains": domains, "task_ids": test, "num_tasks": None,
+                      "train_task_ids": train, "num_train_tasks": None},
+        "runtime": {"trials": int(sz.get("trials", 1))},
+    })
+    if "agents" in meta:  # the coverage world: identical agents a000, a001, …
+        names = [f"a{i:03d}" for i in range(int(meta["agents"]))]
+        cfg["agents"] = [{"name": n, "model": "sim", "prompt_strategy": "native_tools"} for n in names]
+        cfg["roles"] = {**cfg.get("roles", {}), "executors": names}
+    if seed is not None:
+        cfg["seed"] = seed
+        cfg["models"]["sim"]["simulation"]["seed"] = seed
+    if output_dir is not None:
+        cfg["output_dir"] = str(output_dir)
+    return World(name, size, cfg, meta)
