@@ -29,6 +29,7 @@ from edv_ray.power.model import (
 )
 
 BASELINES = ("reasoning_bank", "no_memory")
+EXACT_MAX_TASKS = 2000  # beyond: stats.sign_flip_test falls back to 200k × tasks Monte Carlo flips
 
 
 @dataclass
@@ -141,6 +142,9 @@ def run_power(args, console: Console) -> dict:
         design = design.scaled(args.tasks or len(design.tasks), args.trials or design.trials)
     if args.trials_grid is None:
         grid = _trials_grid(None, design.trials)
+    if args.test == "exact" and len(design.tasks) > EXACT_MAX_TASKS:
+        raise ConfigError(f"--test exact: {len(design.tasks):,} tasks is too many for the exact "
+                          f"test per experiment (at most {EXACT_MAX_TASKS:,}); use --test normal")
     by_name = {m.name: m for m in src.methods}
     pairs = comparisons(list(by_name), args.compare)
     _header(console, args, src, design, het)
@@ -161,7 +165,7 @@ def run_power(args, console: Console) -> dict:
             need = {}
             for t in grid:
                 n, res = tasks_for_power(ma, mb, design, t, het, args.power, args.reps,
-                                         args.seed, args.test, args.alpha, args.max_tasks, tick)
+                                         args.seed, "normal", args.alpha, args.max_tasks, tick)
                 need[t] = (n, res)
             formula = formula_tasks(ma, mb, design, design.trials, het, args.power, args.alpha,
                                     args.seed)
@@ -183,7 +187,8 @@ def _header(console, args, src: Source, design: Design, het: Heterogeneity) -> N
              (f"task heterogeneity (latent, probit scale): task ICC ρ = {het.task_icc:.2f}, "
              f"agent ICC τ = {het.agent_icc:.2f} — {het.source}"),
              (f"test: {test}, two-sided α = {args.alpha}; detected = rejects with the planted "
-             f"sign; {args.reps:,} simulated experiments per point, seed {args.seed}"),
+             f"sign; {args.reps:,} simulated experiments per point, seed {args.seed}; the "
+             "tasks needed are searched with the normal approximation"),
              *src.notes]
     for line in lines:
         console.print(escape(line), highlight=False)

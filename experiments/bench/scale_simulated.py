@@ -10,10 +10,12 @@ of thousands of tasks. Episodes = tasks × 2 executors × trials × epochs (+ th
 tasks' inference). Epochs after the first retrieve from the previous epoch's bank.
 
 For each worker count it prints: episodes, wall time, throughput (episodes/s over the
-run, and of the execute stages alone), driver RSS over time (sampled every
-``--sample-s``: start, middle, end, peak and the slope per 10k episodes, so growth
-shows), DuckDB time to open the run folder's views and to run the report's queries after
-the run's compaction, and the load of the machine (``/proc/loadavg``) before and after.
+run, and of the execute stages alone), the driver's RSS against the episodes done (a
+line every ``--log-s`` while it runs; at 10 %, 50 % and 100 % of the episodes, the peak,
+and the slope per 10k episodes over the second half, so growth shows), the DuckDB time
+to open the run folder's views, the slowest view and the whole ``edv report`` after the
+run (its episode stages compacted by the run itself), the files the folder holds, and the
+load of the machine (``/proc/loadavg``) before and after.
 
     .venv/bin/python experiments/bench/scale_simulated.py --tasks 25000 --epochs 2 --workers 1,2,4
     .venv/bin/python experiments/bench/scale_simulated.py --tasks 500 --workers 1   # a quick look
@@ -28,6 +30,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -110,13 +113,51 @@ def run_config(data: Path, out: Path, workers: int, args) -> dict:
 
 
 # ---- one run --------------------------------------------------------------------------
-def rss_series(sampler: TreeSampler, t0: float) -> list[tuple[float, float]]:
-    """(seconds since t0, driver RSS MB) per sample."""
-    out = []
-    for t, snap in sampler.samples:
-        mb = sum(rss for g, _cpu, rss in snap.values() if g == "driver") / 2 ** 20
-        out.append((t - t0, mb))
-    return out
+def episodes_done(run_dir: Path) -> int:
+    """Episode rows on disk: loose per-episode files plus the rows of compacted segments
+    (read from their footers, so counting stays cheap)."""
+    import pyarrow.parquet as pq
+
+    n = 0
+    for f in (run_dir / "episodes").glob("stage=*/*.parquet"):
+        if f.name.startswith("compacted"):
+            try:
+                n += pq.ParquetFile(f).metadata.num_rows
+            except OSError:  # a segment being renamed into place: the next sample has it
+                continue
+        else:
+            n += 1
+    return n
+
+
+class Monitor(threading.Thread):
+    """Every ``period_s``: (seconds, episodes on disk, driver RSS MB), logged as a line so
+    a long run shows its progress and its memory while it runs."""
+
+    def __init__(self, run_dir: Path, period_s: float, log) -> None:
+        super().__init__(daemon=True)
+        import psutil
+
+        self.run_dir, self.period_s, self.log = run_dir, period_s, log
+        self.me, self.t0 = psutil.Process(), time.time()
+        self.samples: list[tuple[float, int, float]] = []
+        self.halt = threading.Event()
+
+    def sample(self) -> None:
+        t, n = time.time() - self.t0, episodes_done(self.run_dir)
+        mb = self.me.memory_info().rss / 2 ** 20
+        self.samples.append((t, n, mb))
+        self.log(f"  t={t:7.0f}s episodes={n:8,d} driver RSS={mb:6.0f} MB "
+                 f"load={' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+
+    def run(self) -> None:
+        while not self.halt.wait(self.period_s):
+            self.sample()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+        self.sample()
 
 
 def query_times(run_dir: Path) -> dict:
@@ -168,7 +209,7 @@ def query_times(run_dir: Path) -> dict:
     return out
 
 
-def run_one(data: Path, workers: int, args) -> dict:
+def run_one(data: Path, workers: int, args, log) -> dict:
     import ray
     from rich.console import Console
 
@@ -180,48 +221,50 @@ def run_one(data: Path, workers: int, args) -> dict:
     cfg, run_id, run_dir = pipeline.prepare_from(cfg)
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     sampler = TreeSampler(period_s=args.sample_s).start()
+    monitor = Monitor(run_dir, args.log_s, log)
+    monitor.start()
     t0 = time.time()
     try:
         result = pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True),
-                                  show_progress=args.progress)
+                                  show_progress=False)
     finally:
         wall = time.time() - t0
+        monitor.stop()
         sampler.stop()
         if ray.is_initialized():
             ray.shutdown()
     load1 = Path("/proc/loadavg").read_text().split()[:3]
     q = query_times(run_dir)
-    series = rss_series(sampler, t0)
-    log = Path(args.log_dir) / f"rss_w{workers}.json"
-    log.write_text(json.dumps({"wall_s": wall, "episodes": q["episodes"], "views": q["views"],
-                               "rss": series}))
+    (Path(args.log_dir) / f"memory_w{workers}.json").write_text(json.dumps(
+        {"wall_s": wall, "views": q["views"], "samples": monitor.samples}))
     if args.keep:
-        print(f"  run folder kept: {run_dir}", flush=True)
+        log(f"  run folder kept: {run_dir}")
     else:
         shutil.rmtree(out, ignore_errors=True)
     return {"workers": workers, "complete": result.complete, "wall": wall,
-            "load_before": "/".join(load0), "load_after": "/".join(load1), "rss": series,
-            "cpu": sampler.cpu_between(t0, t0 + wall), **q}
+            "load_before": "/".join(load0), "load_after": "/".join(load1),
+            "samples": monitor.samples, "cpu": sampler.cpu_between(t0, t0 + wall), **q}
 
 
-def rss_summary(series: list[tuple[float, float]], wall: float, episodes: int) -> dict:
-    """Start (first 5 % of the run), middle, end (last 5 %), peak, and the slope of a
-    least-squares line over the run's second half, per 10k episodes (steady-state
-    growth: a flat driver shows ~0)."""
+def rss_summary(samples: list[tuple[float, int, float]]) -> dict:
+    """Driver RSS when 10 %, 50 % and all of the episodes were done, its peak, and the
+    slope of a least-squares line of RSS against episodes over the second half of the
+    episodes, per 10k episodes (steady-state growth: a flat driver shows ~0)."""
     import numpy as np
 
-    t = np.array([s for s, _ in series])
-    mb = np.array([m for _, m in series])
+    n = np.array([x for _, x, _ in samples], dtype=float)
+    mb = np.array([m for _, _, m in samples])
+    total = n.max() if len(n) else 0.0
 
-    def near(frac):
-        sel = np.abs(t - frac * wall) <= 0.05 * wall
-        return float(mb[sel].mean()) if sel.any() else float("nan")
+    def at(frac):
+        i = int(np.searchsorted(n, frac * total))
+        return float(mb[min(i, len(mb) - 1)])
 
-    half = t >= wall / 2
-    slope = float(np.polyfit(t[half], mb[half], 1)[0]) if half.sum() > 2 else float("nan")
-    per_10k = slope * wall / max(episodes, 1) * 10_000
-    return {"start": near(0.05), "mid": near(0.5), "end": near(0.95), "peak": float(mb.max()),
-            "slope_per_10k": per_10k}
+    late = n >= total / 2
+    slope = (float(np.polyfit(n[late], mb[late], 1)[0]) * 10_000
+             if late.sum() > 2 and np.ptp(n[late]) > 0 else float("nan"))
+    return {"p10": at(0.1), "p50": at(0.5), "end": at(1.0), "peak": float(mb.max()),
+            "slope_per_10k": slope}
 
 
 def main() -> int:
@@ -235,11 +278,12 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1)
     ap.add_argument("--workers", default="1,2,4", help="comma list of worker counts")
     ap.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
-    ap.add_argument("--sample-s", type=float, default=2.0, help="RSS sampling period")
+    ap.add_argument("--sample-s", type=float, default=2.0, help="CPU sampling period")
+    ap.add_argument("--log-s", type=float, default=60.0,
+                    help="period of the progress / driver-memory lines")
     ap.add_argument("--tmp", default=None, help="where run folders go (default: the system's)")
     ap.add_argument("--log-dir", default=".", help="where rss_w<N>.json series are written")
     ap.add_argument("--keep", action="store_true", help="keep each run folder")
-    ap.add_argument("--progress", action="store_true", help="show the runner's progress bars")
     args = ap.parse_args()
     console = Console(width=200)
     data = write_release(Path(tempfile.mkdtemp(prefix="scale-sim-data-", dir=args.tmp)),
@@ -250,8 +294,8 @@ def main() -> int:
     rows = []
     try:
         for w in [int(x) for x in args.workers.split(",")]:
-            r = run_one(data, w, args)
-            r["rss_sum"] = rss_summary(r["rss"], r["wall"], r["episodes"])
+            r = run_one(data, w, args, lambda line: console.print(line, highlight=False))
+            r["rss_sum"] = rss_summary(r["samples"])
             rows.append(r)
             console.print(f"done: {w} worker(s): {r['episodes']:,} episodes in {r['wall']:.0f} s "
                           f"(complete={r['complete']}), load {r['load_before']} → {r['load_after']}; "
@@ -265,7 +309,7 @@ def main() -> int:
     table = Table(title="EDV construction on the simulated pool (synthetic Mind2Web, one call "
                         "per episode)")
     for col in ("workers", "episodes (construction)", "wall s", "episodes/s",
-                "execute-stage episodes/s", "driver RSS MB start/mid/end (peak)",
+                "execute-stage episodes/s", "driver RSS MB at 10 %/50 %/100 % (peak)",
                 "RSS slope MB per 10k episodes", "files", "DuckDB open s",
                 "slowest view s", "edv report s", "load before → after"):
         table.add_column(col, justify="right")
@@ -274,7 +318,7 @@ def main() -> int:
         table.add_row(str(r["workers"]), f"{r['episodes']:,} ({r['construction']:,})",
                       f"{r['wall']:.0f}", f"{r['episodes'] / r['wall']:.1f}",
                       f"{r['execute_rate']:.1f}",
-                      f"{s['start']:.0f}/{s['mid']:.0f}/{s['end']:.0f} ({s['peak']:.0f})",
+                      f"{s['p10']:.0f}/{s['p50']:.0f}/{s['end']:.0f} ({s['peak']:.0f})",
                       f"{s['slope_per_10k']:+.1f}", f"{r['files']:,}",
                       f"{r['connect_s']:.2f} (+{r['import_s']:.1f} imports)",
                       f"{r['views'][r['slowest_view']]:.2f} ({r['slowest_view']})",

@@ -69,6 +69,7 @@ def test_an_agent_missing_from_the_profile(tmp_path, capsys):
     (["--power", "1.5"], "--power 1.5"),
     (["--alpha", "0"], "--alpha 0"),
     (["--test", "bayes"], "--test bayes"),
+    (["--test", "exact", "--tasks", "3000"], "too many for the exact test"),
     (["--trials-grid", "a,b"], "--trials-grid 'a,b'"),
     (["--trials-grid", "0,2"], "trials must be >= 1"),
     (["--compare", "edv:nope"], "no method 'nope'"),

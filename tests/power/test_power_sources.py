@@ -82,9 +82,9 @@ def test_self_confirmation_bias_lowers_edv_precision(tmp_path):
 
 def test_cli_on_a_profile(tmp_path, capsys):
     code = main(["power", str(sim_config(tmp_path)), "--reps", "300", "--trials-grid", "1,3",
-                 "--no-progress", "--task-icc", "0.3"])
+                 "--no-progress", "--task-icc", "0.3", "--test", "exact"])
     out = capsys.readouterr().out
-    assert code == 0
+    assert code == 0 and "exact sign-flip test" in out
     assert "edv vs router" in out and "edv vs reasoning_bank" in out
     assert "task ICC ρ = 0.30" in out and "3 trial(s)" in out
 
