@@ -102,6 +102,15 @@ class _Compaction:
         for f in self.pending:
             f.result()
 
+    def settle(self) -> None:
+        """After a finished fan-out: merge whatever has piled up to ``COMPACT_EVERY``
+        files (earlier calls' leftovers included: many short stages, e.g. one per epoch,
+        never reach the count alone)."""
+        from edv_ray.results.store import compact_stage
+
+        for stage in self.stages():
+            compact_stage(self.run_dir, stage, self.tables, COMPACT_EVERY)
+
 
 class EpisodeRunner:
     """Owns the worker actors for one run; reusable across stages and epochs."""
@@ -157,6 +166,7 @@ class EpisodeRunner:
                           self._driver_error, on_result, stats.line, label, show_progress)
         finally:
             compaction.close()
+        compaction.settle()
         return stats
 
     def _warm(self, specs: list[EpisodeSpec]) -> None:
@@ -194,6 +204,7 @@ class EpisodeRunner:
                           failed, on_result, lambda: f"errors {errors[0]}", label, show_progress)
         finally:
             compaction.close()
+        compaction.settle()
         return results
 
     def _call_stages(self) -> list[str]:
