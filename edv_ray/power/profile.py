@@ -176,6 +176,8 @@ class Profile:
         elif e.verify_by in ("distiller", "self", "none"):
             voters = [dist]
         elif e.verify_by == "judge":
+            if self.cfg.roles.judge is None:
+                raise ConfigError("edv.verify_by=judge needs roles.judge")
             voters = [self.cfg.roles.judge]
         else:  # external: one pool member outside group and distiller, uniformly
             pool = [a.name for a in self.cfg.agents]

@@ -127,6 +127,8 @@ def check_args(args) -> None:
         raise ConfigError(f"--power {args.power}: a probability in (0, 1), e.g. 0.8")
     if not 0.0 < args.alpha < 1.0:
         raise ConfigError(f"--alpha {args.alpha}: a probability in (0, 1), e.g. 0.05")
+    if args.max_tasks < 1:
+        raise ConfigError(f"--max-tasks {args.max_tasks}: need at least 1 task")
     if args.test not in TESTS:
         raise ConfigError(f"--test {args.test}: use one of {', '.join(TESTS)}")
 

@@ -65,6 +65,7 @@ def test_an_agent_missing_from_the_profile(tmp_path, capsys):
     (["--task-icc", "0.6", "--agent-icc", "0.5"], "sum below 1"),
     (["--reps", "10"], "--reps 10"),
     (["--tasks", "0"], "--tasks 0"),
+    (["--max-tasks", "0"], "--max-tasks 0"),
     (["--trials", "0"], "--trials 0"),
     (["--power", "1.5"], "--power 1.5"),
     (["--alpha", "0"], "--alpha 0"),
