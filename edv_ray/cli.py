@@ -18,6 +18,10 @@
                                --pool), intervals that know the task clustering, paired
                                comparisons with exact p and the detectable difference,
                                tokens on the same scope, validity checks (Markdown/CSV/PNG)
+  edv power CONFIG.yaml | RUN_DIR [--tasks N] [--trials T] [--task-icc R] [--agent-icc R]
+                               the chance a planned experiment detects each planted difference
+                               (a simulated profile's rates or a pilot run's), and the tasks ×
+                               trials it needs for 80 % power
 """
 
 from __future__ import annotations
@@ -70,12 +74,36 @@ def _parser() -> argparse.ArgumentParser:
                         "the tables; paired differences use the shared tasks)")
     c.add_argument("--allow-invalid", action="store_true",
                    help="compare runs whose validity checks failed (stated in the tables)")
+    _power_parser(sub)
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
     from edv_ray.report.memory_audit_cli import add_parsers
 
     add_parsers(sub)  # edv audit RUN_DIR ... / edv audit-import RUN_DIR FILE.csv
     return p
+
+
+def _power_parser(sub) -> None:
+    w = sub.add_parser("power", help="power of a planned experiment, and the tasks it needs")
+    w.add_argument("source", help="a run config with engine: simulated models, or a pilot run folder")
+    w.add_argument("--tasks", type=int, help="planned tasks (default: the source's test tasks)")
+    w.add_argument("--trials", type=int, help="planned trials per task (default: the source's)")
+    w.add_argument("--trials-grid", help="trial counts to find the tasks needed for "
+                   "(default: 1,2,4 and the design's)")
+    w.add_argument("--task-icc", type=float, help="latent correlation of two episodes of a task "
+                   "(default: the pilot's estimate; 0 for a profile)")
+    w.add_argument("--agent-icc", type=float, help="extra latent correlation of two episodes of a "
+                   "task by the same agent (default: the pilot's estimate; 0 for a profile)")
+    w.add_argument("--compare", action="append", metavar="A:B",
+                   help="a comparison (repeatable; default: edv against each other method)")
+    w.add_argument("--reps", type=int, default=2000, help="simulated experiments per point")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--power", type=float, default=0.8, help="target power")
+    w.add_argument("--alpha", type=float, default=0.05, help="two-sided level")
+    w.add_argument("--test", default="normal", help="normal (the sign-flip test's normal "
+                   "approximation, fast) or exact (stats.sign_flip_test per experiment)")
+    w.add_argument("--max-tasks", type=int, default=100_000, help="stop the search here")
+    w.add_argument("--no-progress", action="store_true")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "compare":
             return _compare(args, console)
+        if args.cmd == "power":
+            from edv_ray.power.run import run_power
+
+            run_power(args, console)
+            return 0
         if args.cmd == "sweep":
             return _sweep(args, console, err)
         if args.cmd in ("audit", "audit-import"):

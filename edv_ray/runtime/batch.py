@@ -28,7 +28,7 @@ import json
 import os
 import uuid
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -83,11 +83,12 @@ class BatchStats:
     successes: int = 0
     errors: int = 0
     tokens: int = 0
-    results: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, s: dict[str, Any]) -> None:
+        # counts only: keeping each episode's summary grew the driver by ~1.7 kB an
+        # episode for the whole stage (~170 MB at 10⁵ episodes; experiments/bench/
+        # scale_simulated.py)
         self.done += 1
-        self.results.append(s)
         if s["status"] == "ok":
             self.ok += 1
             self.successes += int(bool(s["success"]))
@@ -100,6 +101,44 @@ class BatchStats:
     def line(self) -> str:
         rate = f"{self.successes / self.ok:.2f}" if self.ok else "-"
         return f"pass {rate} | errors {self.errors} | tokens {self.tokens:,}"
+
+
+class _Compaction:
+    """Every ``COMPACT_EVERY`` results, the per-episode (per-job) files of ``stages()``
+    written so far are merged into a segment in a background thread
+    (``results.store.compact_stage``), so a stage never holds more than a few thousand
+    small files: DuckDB views (resume, live tracking, reports) stay fast however long the
+    run. :meth:`close` waits for the last one; a compaction error is an error of the run
+    (nothing was lost)."""
+
+    def __init__(self, run_dir, stages: Callable[[], list[str]],
+                 tables: tuple[str, ...] = ("episodes", "llm_calls")) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.run_dir, self.stages, self.tables = run_dir, stages, tables
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edv-compact")
+        self.pending: list = []
+
+    def tick(self, done: int) -> None:
+        from edv_ray.results.store import compact_stage
+
+        if done % COMPACT_EVERY == 0 and all(f.done() for f in self.pending):
+            self.pending[:] = [self.pool.submit(compact_stage, self.run_dir, stage, self.tables,
+                                                COMPACT_EVERY) for stage in self.stages()]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        for f in self.pending:
+            f.result()
+
+    def settle(self) -> None:
+        """After a finished fan-out: merge whatever has piled up to ``COMPACT_EVERY``
+        files (earlier calls' leftovers included: many short stages, e.g. one per epoch,
+        never reach the count alone)."""
+        from edv_ray.results.store import compact_stage
+
+        for stage in self.stages():
+            compact_stage(self.run_dir, stage, self.tables, COMPACT_EVERY)
 
 
 class EpisodeRunner:
@@ -168,20 +207,13 @@ class EpisodeRunner:
         merged into a segment in a background thread (``results.store.compact_stage``), so
         a stage never holds more than a few thousand small files: DuckDB views (resume,
         live tracking, reports) stay fast however long the run."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from edv_ray.results.store import compact_stage
-
         stats = BatchStats()
         stages = sorted({s.stage for s in specs})
-        compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edv-compact")
-        pending: list = []
+        compaction = _Compaction(self.store.run_dir, lambda: stages)
 
         def on_result(result: dict[str, Any]) -> None:
             stats.add(result)
-            if stats.done % COMPACT_EVERY == 0 and all(f.done() for f in pending):
-                pending[:] = [compactor.submit(compact_stage, self.store.run_dir, stage,
-                                               min_files=COMPACT_EVERY) for stage in stages]
+            compaction.tick(stats.done)
 
         self._warm(specs)
         try:
@@ -189,9 +221,8 @@ class EpisodeRunner:
                           self._driver_error, on_result, stats.line, label, show_progress,
                           rerun=self._rerun)
         finally:
-            compactor.shutdown(wait=True)
-        for f in pending:
-            f.result()  # a compaction error is an error of the run (nothing was lost)
+            compaction.close()
+        compaction.settle()
         return stats
 
     def _warm(self, specs: list[EpisodeSpec]) -> None:
@@ -210,17 +241,33 @@ class EpisodeRunner:
         ``handler`` = ``"module:function"``). A failed job leaves no marker on disk
         (resume re-runs it); its summary has status=error."""
         results: list[dict[str, Any]] = []
+        errors = [0]
+        # their call files (one per job) are merged like episodes' (every COMPACT_EVERY
+        # jobs): a stage of 10⁴–10⁵ jobs otherwise leaves as many one-row files for every
+        # view over llm_calls (token_use, tokens_by_stage) to open
+        compaction = _Compaction(self.store.run_dir, self._call_stages, tables=("llm_calls",))
 
         def failed(job, message: str) -> dict[str, Any]:
             return {"job_id": job.job_id, "status": "error", "error": message}
 
-        def line() -> str:
-            errors = sum(r["status"] == "error" for r in results)
-            return f"errors {errors}"
+        def on_result(result: dict[str, Any]) -> None:
+            results.append(result)
+            errors[0] += result["status"] == "error"  # counted, not re-scanned per update
+            compaction.tick(len(results))
 
-        self._fan_out(jobs, lambda w, j: w.run_job.remote(j.handler, j.model_dump_json()), failed,
-                      results.append, line, label, show_progress)
+        try:
+            self._fan_out(jobs, lambda w, j: w.run_job.remote(j.handler, j.model_dump_json()),
+                          failed, on_result, lambda: f"errors {errors[0]}", label, show_progress)
+        finally:
+            compaction.close()
+        compaction.settle()
         return results
+
+    def _call_stages(self) -> list[str]:
+        """The stages with call files (a job may write calls under another stage)."""
+        folder = self.store.run_dir / "llm_calls"
+        return sorted(p.name.removeprefix("stage=") for p in folder.glob("stage=*")
+                      if p.is_dir()) if folder.is_dir() else []
 
     def _fan_out(self, items: list, submit: Callable, failed: Callable, on_result: Callable,
                  line: Callable[[], str], label: str, show_progress: bool,
