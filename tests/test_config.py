@@ -100,12 +100,22 @@ def test_shipped_configs_validate():
     assert cfg.benchmark.domains == ["mock"] and len({a.model for a in cfg.agents}) >= 2
     from edv_ray.sweep import load_sweep
 
-    sweeps = 0
+    from edv_ray.config import load_config_dict
+    from edv_ray.config_files import read_yaml
+    from edv_ray.validation.worlds import WORLDS_DIR, load_world
+
+    sweeps = worlds = 0
     for path in sorted(Path(__file__).parents[1].joinpath("experiments").rglob("*.yaml")):
-        if path.parent.name == "sweeps":
+        if path.parent == WORLDS_DIR:  # validation worlds: run configs once given a size
+            if path.stem != "base":
+                for size in read_yaml(path)["validation"]["sizes"]:
+                    load_config_dict(load_world(path.stem, size).config)
+                    worlds += 1
+        elif path.parent.name == "sweeps":
             _sweep, variants = load_sweep(path)
             assert len(variants) >= 2, path
             sweeps += 1
         else:
             load_config(path)
+    assert worlds >= 9
     assert sweeps >= 7  # contamination is one run over a list of shares (one frozen bank)

@@ -36,6 +36,7 @@ import os
 import threading
 from typing import Any, Awaitable, Callable
 
+import httpcore2
 import httpx2
 import openai
 
@@ -155,12 +156,18 @@ def open_tasks() -> int:
         return sum(1 for f in _inflight if not f.done())
 
 
-def open_connections() -> int:
-    """Connections of the shared pool, all shards, whose socket is not closed (for leak
-    checks in tests; the pool drops closed ones from its list only at its next request)."""
+def open_connections(base_url: str | None = None) -> int:
+    """Connections of the shared pool, all shards, whose socket is not closed — to
+    ``base_url``'s host and port only when given (for leak checks in tests; the pool drops
+    closed ones from its list only at its next request)."""
     state = _state
     if state is None or state.pid != os.getpid():
         return 0
+    origin = None
+    if base_url is not None:
+        url = httpx2.URL(base_url)
+        origin = httpcore2.Origin(url.raw_scheme, url.raw_host, url.port or
+                                  (443 if url.scheme == "https" else 80))
     pools = [getattr(getattr(h, "_transport", None), "_pool", None) for h in state.pools]
     return sum(1 for p in pools for c in (getattr(p, "connections", []) or [])
-               if not c.is_closed())
+               if not c.is_closed() and (origin is None or c.can_handle_request(origin)))

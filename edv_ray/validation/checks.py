@@ -37,6 +37,11 @@ class Row:
     figures: dict[str, Any] = field(default_factory=dict)
     outside95: bool = False  # passed, but the planted value lies outside the 95 % interval
 
+    def __post_init__(self) -> None:
+        # verdicts computed on numpy floats are numpy bools: `ok is True` must hold
+        self.ok = None if self.ok is None else bool(self.ok)
+        self.outside95 = bool(self.outside95)
+
     @property
     def verdict(self) -> str:
         if self.ok is None:

@@ -106,3 +106,16 @@ def test_best_agent_routing_gain_and_pick_probability():
     assert e.routing_gain("airline") == pytest.approx(0.8 - np.mean([0.8, 0.4, 0.55]))
     assert e.p_correct_pick("airline", {"a": 200, "b": 200, "c": 200}) > 0.999
     assert e.p_correct_pick("airline", {"a": 2, "b": 2, "c": 2}) < 0.7
+
+
+def test_verdicts_on_numpy_figures_are_plain_bools():
+    """An interval computed with numpy gives numpy bools; the suite's `ok is True` /
+    `ok is False` tests (and the fast tests' pass sets) would then see neither."""
+    import numpy as np
+
+    from edv_ray.validation.checks import Row
+
+    good = Row("1a x", "0.5", "0.5", np.float64(0.4) <= 0.5 <= np.float64(0.6))
+    bad = Row("1b x", "0.9", "0.5", np.float64(0.4) <= 0.9 <= np.float64(0.6))
+    assert good.ok is True and bad.ok is False
+    assert good.verdict == "PASS" and bad.verdict == "FAIL"
