@@ -187,6 +187,19 @@ def write_twins(ctx, method: str, hosts: dict[str, list[Host]]) -> dict[tuple[st
     return out
 
 
+def all_twins(ctx, method: str, hosts: dict[str, list[Host]],
+              share: float) -> dict[tuple[str, int], dict] | None:
+    """:func:`write_twins`, or None (said on the console) when some twin is still missing
+    after errors: that share's contaminated condition waits for ``--resume``."""
+    twins = write_twins(ctx, method, hosts)
+    wanted = sum(len(hs) for hs in hosts.values())
+    if len(twins) < wanted:
+        ctx.console.print(f"[yellow]{method} contamination {share:g}: {wanted - len(twins)} "
+                          "twin(s) missing after errors; resume to finish[/]")
+        return None
+    return twins
+
+
 def run_twin_job(job_json: str, client) -> dict[str, Any]:
     """Worker side: ask the writer for a wrong twin of one clean item; fall back to the
     job's curated rule when the answer stays malformed (recorded as ``curated``)."""

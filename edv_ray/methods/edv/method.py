@@ -95,11 +95,8 @@ def contaminate_and_infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
             i.domain or "", i.item_id, (i.source_task_ids or [""])[0], i.title, i.when_to_use, i.rule))
     for share in ctx.cfg.contamination:
         hosts = C.pick_hosts(clean, share, ctx.cfg.seed, NAME)
-        twins = C.write_twins(ctx, NAME, hosts)
-        wanted = sum(len(h) for h in hosts.values())
-        if len(twins) < wanted:
-            ctx.console.print(f"[yellow]contamination {share:g}: {wanted - len(twins)} twin(s) "
-                              f"missing after errors; resume to finish[/]")
+        twins = C.all_twins(ctx, NAME, hosts, share)
+        if twins is None:
             continue
         poison = []
         for (host_id, _copy), t in sorted(twins.items()):

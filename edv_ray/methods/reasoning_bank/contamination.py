@@ -31,11 +31,8 @@ def contaminated_banks(ctx, rb, bank_of: Callable[[str], Path]) -> Iterator[tupl
         for a in agents:
             for d, hs in hosts[a].items():
                 flat.setdefault(d, []).extend(hs)
-        twins = C.write_twins(ctx, NAME, flat)
-        wanted = sum(len(hs) for hs in flat.values())
-        if len(twins) < wanted:
-            ctx.console.print(f"[yellow]reasoning_bank contamination {share:g}: "
-                              f"{wanted - len(twins)} twin(s) missing after errors; resume[/]")
+        twins = C.all_twins(ctx, NAME, flat, share)
+        if twins is None:
             continue
         root = ctx.run_dir / "rb" / "bank_contaminated" / C.condition(share)
         rows = []
