@@ -285,6 +285,7 @@ class Mind2WebData:
         self.scores_path = Path(scores_path) if scores_path else self.root / SCORES_FILE
         self._scores: RankerScores | None = None
         self._splits: dict[str, list[Task]] = {}
+        self._by_id: dict[str, dict[str, Task]] = {}
 
     @property
     def scores(self) -> RankerScores:
@@ -300,7 +301,12 @@ class Mind2WebData:
         return self._splits[split]
 
     def task(self, split: str, annotation_id: str) -> Task:
-        for t in self.tasks(split):
-            if t.annotation_id == annotation_id:
-                return t
-        raise KeyError(f"no Mind2Web task {annotation_id!r} in split {split}")
+        """One task by id (an index per split, built once: a run of 10⁵ episodes looks up
+        tens of thousands of ids)."""
+        index = self._by_id.get(split)
+        if index is None:
+            index = self._by_id[split] = {t.annotation_id: t for t in self.tasks(split)}
+        try:
+            return index[annotation_id]
+        except KeyError:
+            raise KeyError(f"no Mind2Web task {annotation_id!r} in split {split}") from None

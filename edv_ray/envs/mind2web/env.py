@@ -51,9 +51,10 @@ class Mind2WebEnv(FileEnv):
 
     def task_by_id(self, bench, domain: str, task_id: str, split: str | None = None):
         for s in ([split] if split else SPLITS):
-            for t in data_of(bench).tasks(s):
-                if t.annotation_id == task_id:
-                    return t
+            try:
+                return data_of(bench).task(s, task_id)
+            except KeyError:
+                continue
         raise KeyError(f"Mind2Web task {task_id!r} not found")
 
     def play(self, bench, spec, task, complete, experiences):

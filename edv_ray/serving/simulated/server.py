@@ -70,11 +70,18 @@ class Simulator:
             raise BadRequest(str(err.args[0] if err.args else err)) from None
 
     def warm_up(self) -> None:
-        """Load what τ²-bench episodes need before the first request."""
+        """Load what episodes need before the first request: τ²-bench's write tools, and
+        the file benchmarks' splits (25,000 Mind2Web tasks take a minute to parse: done
+        while serving, it starved the health probe and the watchdog restarted the engine)."""
         for name, bench in self.world.benches.items():
             if name == "tau2":
                 for domain in bench.domains:
                     self.world.write_tools(domain)
+                continue
+            env = self.world.env(name)
+            for split in dict.fromkeys((bench.split, getattr(bench, "train_split", None))):
+                if split is not None:
+                    env.select_tasks(bench, split, None, None)
 
 
 def completion(req: dict[str, Any], msg: dict[str, Any]) -> dict[str, Any]:
