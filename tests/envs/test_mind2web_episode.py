@@ -164,3 +164,19 @@ def test_dom_order_and_rendering():
     els = index_elements(html)
     assert dom_order(["4", "9", "77"], els) == ["9", "4", "77"]
     assert els["9"].text == ["Go", "now"]
+
+
+def test_episode_threads_share_one_load_of_a_split():
+    """A worker's episode threads ask for the split at once; each used to parse it (32
+    threads × 25,000 tasks = 6 GB a worker in the 10⁵-episode bench)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = Mind2WebData(ROOT)
+    split = "test_task"
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda _: fresh.tasks(split), range(16)))
+    assert all(g is got[0] for g in got) and got[0]
+    one = got[0][-1]
+    assert fresh.task(split, one.annotation_id) is one
+    with pytest.raises(KeyError, match="no Mind2Web task"):
+        fresh.task(split, "no-such-id")

@@ -20,6 +20,7 @@ is an error.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -286,6 +287,9 @@ class Mind2WebData:
         self._scores: RankerScores | None = None
         self._splits: dict[str, list[Task]] = {}
         self._by_id: dict[str, dict[str, Task]] = {}
+        # a worker's episode threads all ask for the split at once: one loads it, the
+        # others wait (without the lock 32 threads each parsed 25,000 tasks: 6 GB a worker)
+        self._lock = threading.Lock()
 
     @property
     def scores(self) -> RankerScores:
@@ -294,18 +298,24 @@ class Mind2WebData:
         return self._scores
 
     def tasks(self, split: str) -> list[Task]:
-        if split not in self._splits:
-            raw = load_split(self.root, split)
-            self._splits[split] = [attach_ranks(t, self.scores, str(self.scores_path))
-                                   for t in raw]
-        return self._splits[split]
+        got = self._splits.get(split)
+        if got is not None:
+            return got
+        with self._lock:
+            if split not in self._splits:
+                raw = load_split(self.root, split)
+                self._splits[split] = [attach_ranks(t, self.scores, str(self.scores_path))
+                                       for t in raw]
+            return self._splits[split]
 
     def task(self, split: str, annotation_id: str) -> Task:
         """One task by id (an index per split, built once: a run of 10⁵ episodes looks up
         tens of thousands of ids)."""
         index = self._by_id.get(split)
         if index is None:
-            index = self._by_id[split] = {t.annotation_id: t for t in self.tasks(split)}
+            tasks = self.tasks(split)
+            with self._lock:
+                index = self._by_id.setdefault(split, {t.annotation_id: t for t in tasks})
         try:
             return index[annotation_id]
         except KeyError:

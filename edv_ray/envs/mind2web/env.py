@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 
 from edv_ray.config import ConfigError
 from edv_ray.envs.errors import BenchmarkDataError
@@ -26,9 +27,13 @@ def _data(data_dir: str, scores_file: str | None) -> Mind2WebData:
     return Mind2WebData(data_dir, scores_file)
 
 
+_DATA_LOCK = threading.Lock()  # lru_cache alone lets concurrent first calls each build one
+
+
 def data_of(bench) -> Mind2WebData:
     try:
-        return _data(bench.data_dir, bench.scores_file)
+        with _DATA_LOCK:
+            return _data(bench.data_dir, bench.scores_file)
     except BenchmarkDataError as err:
         raise ConfigError(str(err)) from None
 

@@ -8,6 +8,7 @@ verdicts and the dialogue's breakdown land in the episode's ``reward_json``.
 from __future__ import annotations
 
 import functools
+import threading
 from edv_ray.config import ConfigError
 from edv_ray.envs.errors import BenchmarkDataError
 from edv_ray.envs.mmtb import episode as E
@@ -21,9 +22,13 @@ def _dialogues(data_dir: str, language: str) -> tuple:
     return tuple(load_dialogues(data_dir, language))
 
 
+_DATA_LOCK = threading.Lock()  # concurrent first calls load the data once, not once each
+
+
 def dialogues_of(bench) -> tuple:
     try:
-        return _dialogues(bench.data_dir, bench.language)
+        with _DATA_LOCK:
+            return _dialogues(bench.data_dir, bench.language)
     except BenchmarkDataError as err:
         raise ConfigError(str(err)) from None
 
