@@ -129,15 +129,15 @@ def planted_coverage(reps: int, tasks: int = 20, trials: int = 2, delta: float =
 def framework_coverage(run, ex) -> Row:
     """No-Memory's per-agent cells of a run whose agents all share one planted rate."""
     agents = run.scored().agent_names(run.group, "no_memory")
-    hits, shape, exact = 0, "", ""
+    hits, shape, exact, c = 0, "", "", None
     p = ex.p(agents[0], run.scored().domains[0])
     for a in agents:
         c = run.cell("no_memory", run.scored().domains[0], agent=a)
         hits += c.lo <= ex.p(a, run.scored().domains[0]) <= c.hi
         shape = f"{c.tasks} tasks, n = {c.n} each"
-        if c.tasks and c.n % c.tasks == 0 and c.n // c.tasks <= 4 and c.tasks <= 40:
-            exact = (f"; exact coverage of this interval at {c.tasks} × {c.n // c.tasks}: "
-                     f"{exact_cell_coverage(p, c.tasks, c.n // c.tasks):.3f}")
+    if c is not None and c.tasks and c.n % c.tasks == 0 and c.n // c.tasks <= 4 and c.tasks <= 40:
+        exact = (f"; exact coverage of this interval at {c.tasks} × {c.n // c.tasks}: "
+                 f"{exact_cell_coverage(p, c.tasks, c.n // c.tasks):.3f}")
     return coverage_row("6d coverage: per-agent Pass@1 cells of a simulated run (framework tables)",
                         hits, len(agents), num(p),
                         f"{len(agents)} agents as repetitions, {shape}; task-clustered{exact}")
