@@ -111,8 +111,6 @@ def test_best_agent_routing_gain_and_pick_probability():
 def test_verdicts_on_numpy_figures_are_plain_bools():
     """An interval computed with numpy gives numpy bools; the suite's `ok is True` /
     `ok is False` tests (and the fast tests' pass sets) would then see neither."""
-    import numpy as np
-
     from edv_ray.validation.checks import Row
 
     good = Row("1a x", "0.5", "0.5", np.float64(0.4) <= 0.5 <= np.float64(0.6))
