@@ -28,6 +28,14 @@ def _p(default: float, **kw):
     return Field(default, ge=0.0, le=1.0, **kw)
 
 
+def _in_unit(v: dict[str, float], what: str) -> dict[str, float]:
+    """``v`` unchanged when every probability lies in [0, 1]; else a ValueError naming them."""
+    bad = {k: p for k, p in v.items() if not 0.0 <= p <= 1.0}
+    if bad:
+        raise ValueError(f"{what} must be in [0, 1]: {bad}")
+    return v
+
+
 def _shift(default: float):
     return Field(default, ge=-1.0, le=1.0)
 
@@ -98,9 +106,7 @@ class AgentProfile(_Strict):
     @field_validator("success")
     @classmethod
     def _probabilities(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: p for k, p in v.items() if not 0.0 <= p <= 1.0}
-        if bad:
-            raise ValueError(f"success probabilities must be in [0, 1]: {bad}")
+        _in_unit(v, "success probabilities")
         if not v:
             raise ValueError("success needs at least one entry (e.g. default: 0.5)")
         return v
@@ -145,10 +151,7 @@ class SimulationProfile(_Strict):
     @field_validator("writers")
     @classmethod
     def _writer_probs(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: p for k, p in v.items() if not 0.0 <= p <= 1.0}
-        if bad:
-            raise ValueError(f"writers: probabilities must be in [0, 1]: {bad}")
-        return v
+        return _in_unit(v, "writers: probabilities")
 
     @model_validator(mode="after")
     def _agents_named(self) -> SimulationProfile:
