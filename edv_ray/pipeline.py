@@ -266,8 +266,10 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
             pool.stop()
     from edv_ray.results.store import compact_stage
 
-    for folder in sorted((run_dir / "episodes").glob("stage=*")):  # one file per stage
-        compact_stage(run_dir, folder.name.removeprefix("stage="))
+    stages = {f.name.removeprefix("stage=") for table in ("episodes", "llm_calls")
+              for f in (run_dir / table).glob("stage=*")}  # stage jobs' calls have no episodes
+    for stage in sorted(stages):
+        compact_stage(run_dir, stage)
     tables = report(run_dir, console=console)
     tracker.finish(tables)
     errors = connect(run_dir).execute(

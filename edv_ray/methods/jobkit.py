@@ -21,7 +21,7 @@ from edv_ray.config import Sampling, parse_benchmark
 from edv_ray.methods.answers import Caller, ask_json, decoding_schema, parse_json  # noqa: F401
 from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
 from edv_ray.prompts.budget import fit_prompt
-from edv_ray.results.parquet_io import read_rows, write_rows_atomic
+from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA
 
 class RoleBinding(BaseModel):
@@ -54,29 +54,15 @@ def env_of(benchmark: dict[str, Any]):
 
 def load_episode(run_dir: str, stage: str, episode_id: str) -> dict[str, Any]:
     """The latest attempt of a stored episode (its own file, or the stage's compacted
-    segments — see ``results.store.compact_stage``, which may run meanwhile: a file that
-    vanishes between listing and reading has just moved into a segment, so look again)."""
-    from edv_ray.results.store import segments
+    segments — see ``results.episode_lookup``, whose lookups do not grow with the stage
+    and which tolerates a compaction running meanwhile)."""
+    from edv_ray.results.episode_lookup import find_episode
 
     folder = Path(run_dir) / "episodes" / f"stage={stage}"
-    for tries_left in (1, 0):
-        files = sorted(folder.glob(f"{episode_id}.a*.parquet"),
-                       key=lambda p: int(p.name.rsplit(".a", 1)[1].split(".")[0]))
-        try:
-            rows = read_rows(files[-1]) if files else []
-        except FileNotFoundError:
-            if tries_left:
-                continue
-            raise
-        merged = segments(folder)
-        if merged:
-            import pyarrow.dataset as ds
-
-            rows += ds.dataset([str(p) for p in merged], format="parquet").to_table(
-                filter=ds.field("episode_id") == episode_id).to_pylist()
-        if rows:
-            return max(rows, key=lambda r: r["attempt"])
-    raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
+    row = find_episode(folder, episode_id)
+    if row is None:
+        raise FileNotFoundError(f"episode {episode_id} has no file in {folder}")
+    return row
 
 
 WHOLE = 10**9  # a transcript is rendered whole; only the prompt budget may shorten it

@@ -45,6 +45,9 @@ class RunStore:
 COMPACTED = "compacted.parquet"  # the single merged file of earlier versions (still read)
 SEGMENT_PREFIX = "compacted"  # segments: compacted-00001.parquet, compacted-00002.parquet, ...
 COMPACT_CHUNK_FILES = 1000  # files read at a time: memory stays bounded at any stage size
+# rows per row group of an episode segment: the judging roles read one episode at a time
+# (``results.episode_lookup``), a whole row group per read; DuckDB scans are unaffected
+EPISODE_ROW_GROUP = 128
 # held (in this process) while a segment appears and its inputs disappear, so that readers
 # in the driver (live tracking) never see a row twice or a file vanish under a query
 COMPACTION_LOCK = threading.Lock()
@@ -53,6 +56,17 @@ COMPACTION_LOCK = threading.Lock()
 def segments(folder: Path) -> list[Path]:
     """The merged files of one table/stage folder, oldest first."""
     return sorted(folder.glob(f"{SEGMENT_PREFIX}*.parquet"))
+
+
+def numbered_segments(folder: Path, legacy: bool = True) -> list[Path]:
+    """The folder's numbered segments (``compacted-00001`` …, numbered from 1 without
+    gaps) and, with ``legacy``, the single merged file of earlier versions if there is
+    one — found with a few ``stat`` calls: a lookup never lists a folder that may hold
+    thousands of files."""
+    out = []
+    while (p := folder / f"{SEGMENT_PREFIX}-{len(out) + 1:05d}.parquet").is_file():
+        out.append(p)
+    return out + [p] if legacy and (p := folder / COMPACTED).is_file() else out
 
 
 def _per_episode_files(folder: Path) -> list[Path]:
@@ -115,7 +129,8 @@ def compact_stage(run_dir: str | Path, stage: str,
                 for lo in range(0, len(files), COMPACT_CHUNK_FILES):
                     chunk = ds.dataset([str(p) for p in files[lo : lo + COMPACT_CHUNK_FILES]],
                                        schema=schemas[table], format="parquet").to_table()
-                    writer.write_table(chunk)
+                    writer.write_table(chunk, row_group_size=EPISODE_ROW_GROUP
+                                       if table == "episodes" else None)
                     rows += chunk.num_rows
             with COMPACTION_LOCK:
                 os.replace(tmp, segment)

@@ -1,6 +1,6 @@
 """Stage jobs' call files are merged like episodes': an EDV construction on the simulated
 pool leaves segments under ``llm_calls/stage=distill`` and ``stage=verify`` instead of one
-file per job — also when no single stage reaches the count (two epochs of three jobs each,
+file per job, and its per-task tables (``edv/<table>/epoch=E``) merged too — also when no single stage reaches the count (two epochs of three jobs each,
 merged once six have piled up) — and every call row is there exactly once (the
 distillers' recorded attempts are the distill stage's rows). Before, a stage of 10⁴–10⁵ jobs left as many one-row files
 for every view over ``llm_calls`` to open (experiments/bench/scale_simulated.py)."""
@@ -45,3 +45,17 @@ def test_stage_job_calls_are_compacted(ray_session, tmp_path, monkeypatch):
     assert attempts[1] == 6  # every task distilled in each epoch (no contrast needed)
     assert con.execute("SELECT count(*), count(DISTINCT episode_id) FROM llm_calls "
                        "WHERE stage = 'distill'").fetchone() == (attempts[0], 6)
+    # each epoch's per-task files (markers, candidates, votes) merged into one segment
+    for table in ("distill_runs", "candidates", "votes", "verify_runs"):
+        for epoch in (0, 1):
+            folder = run_dir / "edv" / table / f"epoch={epoch}"
+            assert [p.name for p in folder.iterdir()] == ["compacted-00001.parquet"], folder
+    counts = "SELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM votes), " \
+             "(SELECT count(*) FROM verify_runs), (SELECT count(*) FROM llm_calls)"
+    before = con.execute(counts).fetchone()
+    assert before[0] > 0 and before[1] > 0 and before[2] == 6
+    # resuming the finished run reads its markers from the segments: nothing is redone
+    again = pipeline.execute(*pipeline.prepare(None, str(run_dir)), console=Console(quiet=True),
+                             show_progress=False)
+    assert again.complete
+    assert connect(run_dir).execute(counts).fetchone() == before

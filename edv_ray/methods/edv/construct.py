@@ -22,7 +22,7 @@ from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.memory.records import Vote
 from edv_ray.methods import steps
 from edv_ray.methods.jobkit import role_binding
-from edv_ray.results.parquet_io import read_rows, write_rows_atomic
+from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.runtime.plan import finished_attempts
 
 
@@ -54,7 +54,7 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
         if ((domain, task_id) not in complete
-                or R.edv_path(ctx.run_dir, "distill_runs", epoch, name).exists()):
+                or R.task_done(ctx.run_dir, "distill_runs", epoch, name)):
             continue
         jobs.append(StageJob(
             kind="distill", domain=domain, task_id=task_id,
@@ -68,8 +68,8 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
     jobs = []
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
-        marker = read_rows(R.edv_path(ctx.run_dir, "distill_runs", epoch, name))
-        if not marker or R.edv_path(ctx.run_dir, "verify_runs", epoch, name).exists():
+        marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name)
+        if not marker or R.task_done(ctx.run_dir, "verify_runs", epoch, name):
             continue
         poison = poison_candidates(cfg, e, epoch, domain, task_id)
         if marker[0]["n_candidates"] == 0 and not poison:
@@ -83,16 +83,18 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
             voters=voters, poison=poison, retries=e.verify_retries, **common))
     steps.run_jobs(ctx, jobs, f"epoch {epoch} verify")
     update_memory(ctx, e, bank, epoch, roles)
-    return [f"{d}/{t}" for (d, t) in sorted(roles) if not _task_finished(ctx, e, epoch, d, t)]
+    unfinished = [f"{d}/{t}" for (d, t) in sorted(roles) if not _task_finished(ctx, e, epoch, d, t)]
+    R.compact_epoch(ctx.run_dir, epoch)  # a few files per table for the views, not one per task
+    return unfinished
 
 
 def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str) -> bool:
     name = R.task_file(task_id, domain)
-    marker = read_rows(R.edv_path(ctx.run_dir, "distill_runs", epoch, name))
+    marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name)
     if not marker:
         return False
     needs_votes = marker[0]["n_candidates"] > 0 or poison_candidates(ctx.cfg, e, epoch, domain, task_id)
-    return not needs_votes or R.edv_path(ctx.run_dir, "verify_runs", epoch, name).exists()
+    return not needs_votes or R.task_done(ctx.run_dir, "verify_runs", epoch, name)
 
 
 def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict) -> list[dict[str, Any]]:
@@ -100,12 +102,12 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict) 
     decisions, items = [], []
     for (domain, task_id), r in sorted(roles.items()):
         name = R.task_file(task_id, domain)
-        if not R.edv_path(ctx.run_dir, "verify_runs", epoch, name).exists():
+        if not R.task_done(ctx.run_dir, "verify_runs", epoch, name):
             continue  # not verified yet (a failed job): resume will finish it
-        cands = read_rows(R.edv_path(ctx.run_dir, "candidates", epoch, name))
+        cands = R.task_rows(ctx.run_dir, "candidates", epoch, name)
         cands += poison_candidates(ctx.cfg, e, epoch, domain, task_id)
         votes = defaultdict(list)
-        for v in read_rows(R.edv_path(ctx.run_dir, "votes", epoch, name)):
+        for v in R.task_rows(ctx.run_dir, "votes", epoch, name):
             votes[v["candidate_id"]].append(v)
         for c in cands:
             cv = votes.get(c["candidate_id"], [])

@@ -34,7 +34,7 @@ from edv_ray.methods.jobkit import (
     transcript,
     write_calls,
 )
-from edv_ray.results.parquet_io import read_rows, write_rows_atomic
+from edv_ray.results.parquet_io import write_rows_atomic
 
 VOTE_THREADS = 8  # votes of one task run concurrently (the server batches or queues)
 
@@ -181,7 +181,7 @@ def run_verify_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     job = StageJob.model_validate_json(job_json)
     env, bench = env_of(job.benchmark)
     name = R.task_file(job.task_id, job.domain)
-    cands = read_rows(R.edv_path(job.run_dir, "candidates", job.epoch, name)) + job.poison
+    cands = R.task_rows(job.run_dir, "candidates", job.epoch, name) + job.poison
     views, observed = trajectories(job, env)
     trajs = {t.episode_id: t for t in views}
     ledger = CallLedger()

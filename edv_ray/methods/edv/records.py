@@ -7,6 +7,9 @@ Tables under ``RUN_DIR/edv/`` (hive-partitioned by epoch; one file per task):
   verify_runs/epoch=E/<task>.parquet    one row per task (the marker)
   decisions/epoch=E/part.parquet        routing of every candidate (shared/private/discard)
 A stage's marker file is written last, atomically: present = the stage finished.
+When an epoch's steps end, each per-task folder is merged into segments
+(``results.task_tables``); read them through :func:`task_rows` / :func:`task_done`, which
+answer the same before and after.
 """
 
 from __future__ import annotations
@@ -70,6 +73,28 @@ def edv_path(run_dir: str | Path, table: str, epoch: int, name: str) -> Path:
     return Path(run_dir) / "edv" / table / f"epoch={epoch}" / name
 
 
+def task_rows(run_dir: str | Path, table: str, epoch: int, name: str) -> list[dict]:
+    """One task's rows of a per-task table ([] when it has none)."""
+    from edv_ray.results.task_tables import task_file_rows
+
+    return task_file_rows(edv_path(run_dir, table, epoch, name)) or []
+
+
+def task_done(run_dir: str | Path, table: str, epoch: int, name: str) -> bool:
+    """Whether a task's file (a stage's marker) was written."""
+    from edv_ray.results.task_tables import task_file_exists
+
+    return task_file_exists(edv_path(run_dir, table, epoch, name))
+
+
+def compact_epoch(run_dir: str | Path, epoch: int) -> dict[str, int]:
+    """Merge one epoch's per-task files, table by table (files merged per table)."""
+    from edv_ray.results.task_tables import compact_task_folder
+
+    return {table: compact_task_folder(edv_path(run_dir, table, epoch, "x").parent, schema)
+            for table, schema in TASK_TABLES.items()}
+
+
 def candidate_id(epoch: int, domain: str, task_id: str, index: int, rule: str) -> str:
     key = f"{epoch}\x1f{domain}\x1f{task_id}\x1f{index}\x1f{rule}"
     return "c-" + hashlib.sha1(key.encode()).hexdigest()[:16]
@@ -111,3 +136,6 @@ DECISION_SCHEMA = pa.schema([
     ("route", _S), ("approvers", _L), ("verifiers", _L), ("is_poison", pa.bool_()),
     ("supporting_all_failed", pa.bool_()), ("item_ids", _L),
 ])
+
+TASK_TABLES = {"candidates": CANDIDATE_SCHEMA, "distill_runs": DISTILL_RUN_SCHEMA,
+               "votes": VOTE_SCHEMA, "verify_runs": VERIFY_RUN_SCHEMA}  # one file per task
