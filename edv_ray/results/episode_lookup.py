@@ -20,32 +20,20 @@ whose listing changed, or whose file vanished under it, looks again.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from edv_ray.results.store import numbered_segments
+from edv_ray.results.store import SegmentMemo, numbered_segments
 
 INDEXED_SEGMENTS = 256  # segment indexes kept per process (~2,000 ids each)
 LOOKUP_TRIES = 5
 
-_lock = threading.Lock()
-_indexes: OrderedDict[tuple, dict[str, tuple[int, int, int]]] = OrderedDict()
+_indexes = SegmentMemo(INDEXED_SEGMENTS)
 
 
-def _segment_index(path: Path) -> dict[str, tuple[int, int, int]]:
-    """episode_id → (latest attempt, row group, row within it) of one segment, cached by
-    the file's identity (a different file at the same path gets its own index)."""
+def _build_index(path: Path) -> dict[str, tuple[int, int, int]]:
     import pyarrow.parquet as pq
 
-    st = path.stat()
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-    with _lock:
-        hit = _indexes.get(key)
-        if hit is not None:
-            _indexes.move_to_end(key)
-            return hit
     index: dict[str, tuple[int, int, int]] = {}
     pf = pq.ParquetFile(path)
     for rg in range(pf.num_row_groups):
@@ -53,11 +41,12 @@ def _segment_index(path: Path) -> dict[str, tuple[int, int, int]]:
         for i, (eid, attempt) in enumerate(zip(cols["episode_id"], cols["attempt"])):
             if eid not in index or attempt > index[eid][0]:
                 index[eid] = (attempt, rg, i)
-    with _lock:
-        _indexes[key] = index
-        while len(_indexes) > INDEXED_SEGMENTS:
-            _indexes.popitem(last=False)
     return index
+
+
+def _segment_index(path: Path) -> dict[str, tuple[int, int, int]]:
+    """episode_id → (latest attempt, row group, row within it) of one segment."""
+    return _indexes.get(path, _build_index)
 
 
 def _read_segment_row(path: Path, row_group: int, row: int) -> dict[str, Any]:

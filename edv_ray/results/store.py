@@ -6,8 +6,9 @@ import hashlib
 import os
 import re
 import threading
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA
@@ -86,6 +87,51 @@ def _recover(folder: Path) -> None:
         listing.unlink(missing_ok=True)
 
 
+def publish_segment(segment: Path, files: list[Path], write: Callable[[Path], None]) -> None:
+    """Put a merge of ``files`` in place as ``segment`` (``write`` fills a temp file), then
+    delete them — crash-safe: the list of inputs is written first and removed last (see
+    :func:`_recover`), so no row is lost or kept twice."""
+    from edv_ray.results.parquet_io import _create_temp, write_text_atomic
+
+    listing = segment.parent / f".{segment.name}.inputs"
+    write_text_atomic(listing, "\n".join(p.name for p in files))
+    tmp = _create_temp(segment)
+    try:
+        write(tmp)
+        with COMPACTION_LOCK:
+            os.replace(tmp, segment)
+            for p in files:
+                p.unlink(missing_ok=True)
+        listing.unlink(missing_ok=True)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+        if not segment.is_file():
+            listing.unlink(missing_ok=True)
+
+
+class SegmentMemo:
+    """Per-process memo of what is derived from a segment (an index of its rows), keyed
+    by the file's identity — path, inode, size, mtime — since segments never change once
+    in place; the least recently used entries go past ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.lock, self.items = limit, threading.Lock(), OrderedDict()
+
+    def get(self, path: Path, build: Callable[[Path], Any]) -> Any:
+        st = path.stat()
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = build(path)
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.limit:
+                self.items.popitem(last=False)
+        return value
+
+
 def compact_stage(run_dir: str | Path, stage: str,
                   tables: tuple[str, ...] = ("episodes", "llm_calls"),
                   min_files: int = 1) -> dict[str, int]:
@@ -105,7 +151,6 @@ def compact_stage(run_dir: str | Path, stage: str,
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from edv_ray.results.parquet_io import _create_temp, write_text_atomic
     from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA
 
     schemas = {"episodes": EPISODE_SCHEMA, "llm_calls": CALL_SCHEMA}
@@ -121,10 +166,10 @@ def compact_stage(run_dir: str | Path, stage: str,
         numbers = [int(n) for p in segments(folder)
                    if (n := p.stem.rsplit("-", 1)[-1]).isdigit()]  # (not the legacy name)
         segment = folder / f"{SEGMENT_PREFIX}-{max(numbers, default=0) + 1:05d}.parquet"
-        listing = folder / f".{segment.name}.inputs"
-        write_text_atomic(listing, "\n".join(p.name for p in files))
-        tmp, rows = _create_temp(segment), 0
-        try:
+        rows = 0
+
+        def write(tmp: Path, table: str = table, files: list[Path] = files) -> None:
+            nonlocal rows
             with pq.ParquetWriter(str(tmp), schemas[table]) as writer:
                 for lo in range(0, len(files), COMPACT_CHUNK_FILES):
                     chunk = ds.dataset([str(p) for p in files[lo : lo + COMPACT_CHUNK_FILES]],
@@ -132,14 +177,7 @@ def compact_stage(run_dir: str | Path, stage: str,
                     writer.write_table(chunk, row_group_size=EPISODE_ROW_GROUP
                                        if table == "episodes" else None)
                     rows += chunk.num_rows
-            with COMPACTION_LOCK:
-                os.replace(tmp, segment)
-                for p in files:
-                    p.unlink(missing_ok=True)
-            listing.unlink(missing_ok=True)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-            if not segment.is_file():
-                listing.unlink(missing_ok=True)
+
+        publish_segment(segment, files, write)
         counts[table] = rows
     return counts

@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from edv_ray.results.store import SEGMENT_PREFIX, _recover, numbered_segments
+from edv_ray.results.store import (SEGMENT_PREFIX, SegmentMemo, _recover, numbered_segments,
+                                   publish_segment)
 
 META_KEY = b"edv_ray.task_files"
 ROW_GROUP = 128  # rows per row group: a lookup reads one or two of them
 CACHED_SEGMENTS = 64
 
-_lock = threading.Lock()
-_spans: OrderedDict[tuple, tuple[dict[str, list[int]], list[int]]] = OrderedDict()
+_spans = SegmentMemo(CACHED_SEGMENTS)
 
 
 def segment_paths(folder: Path) -> list[Path]:
@@ -48,8 +46,6 @@ def compact_task_folder(folder: Path, schema: pa.Schema) -> int:
     Returns the number of files merged."""
     import pyarrow.dataset as ds
 
-    from edv_ray.results.parquet_io import _create_temp, write_text_atomic
-
     if not folder.is_dir():
         return 0
     _recover(folder)
@@ -58,8 +54,6 @@ def compact_task_folder(folder: Path, schema: pa.Schema) -> int:
     if not files:
         return 0
     segment = folder / f"{SEGMENT_PREFIX}-{len(segment_paths(folder)) + 1:05d}.parquet"
-    listing = folder / f".{segment.name}.inputs"
-    write_text_atomic(listing, "\n".join(p.name for p in files))
     parts, spans, start = [], {}, 0
     for lo in range(0, len(files), 1000):
         chunk = files[lo : lo + 1000]
@@ -76,41 +70,24 @@ def compact_task_folder(folder: Path, schema: pa.Schema) -> int:
         parts.append(t.drop_columns(["__filename"]))
     table = pa.concat_tables(parts).replace_schema_metadata(
         {META_KEY: json.dumps(spans).encode()})
-    tmp = _create_temp(segment)
-    try:
-        pq.write_table(table, str(tmp), row_group_size=ROW_GROUP)
-        os.replace(tmp, segment)
-        for p in files:
-            p.unlink(missing_ok=True)
-        listing.unlink(missing_ok=True)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-        if not segment.is_file():
-            listing.unlink(missing_ok=True)
+    publish_segment(segment, files,
+                    lambda tmp: pq.write_table(table, str(tmp), row_group_size=ROW_GROUP))
     return len(files)
 
 
-def _index(segment: Path) -> tuple[dict[str, list[int]], list[int]]:
-    """(file name → [first row, rows], first row of each row group) of a segment, cached
-    by the file's identity."""
-    st = segment.stat()
-    key = (str(segment), st.st_ino, st.st_size, st.st_mtime_ns)
-    with _lock:
-        hit = _spans.get(key)
-        if hit is not None:
-            _spans.move_to_end(key)
-            return hit
+def _build_index(segment: Path) -> tuple[dict[str, list[int]], list[int]]:
     meta = pq.read_metadata(segment)
     spans = json.loads((meta.metadata or {}).get(META_KEY, b"{}"))
     starts, n = [], 0
     for i in range(meta.num_row_groups):
         starts.append(n)
         n += meta.row_group(i).num_rows
-    with _lock:
-        _spans[key] = (spans, starts)
-        while len(_spans) > CACHED_SEGMENTS:
-            _spans.popitem(last=False)
     return spans, starts
+
+
+def _index(segment: Path) -> tuple[dict[str, list[int]], list[int]]:
+    """(file name → [first row, rows], first row of each row group) of a segment."""
+    return _spans.get(segment, _build_index)
 
 
 def _segment_rows(segment: Path, first: int, n: int, starts: list[int]) -> list[dict[str, Any]]:
