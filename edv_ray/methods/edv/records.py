@@ -69,8 +69,12 @@ class TrajectoryView(BaseModel):
 
 
 
+def edv_dir(run_dir: str | Path, table: str, epoch: int) -> Path:
+    return Path(run_dir) / "edv" / table / f"epoch={epoch}"
+
+
 def edv_path(run_dir: str | Path, table: str, epoch: int, name: str) -> Path:
-    return Path(run_dir) / "edv" / table / f"epoch={epoch}" / name
+    return edv_dir(run_dir, table, epoch) / name
 
 
 def task_rows(run_dir: str | Path, table: str, epoch: int, name: str) -> list[dict]:
@@ -91,7 +95,7 @@ def compact_epoch(run_dir: str | Path, epoch: int) -> dict[str, int]:
     """Merge one epoch's per-task files, table by table (files merged per table)."""
     from edv_ray.results.task_tables import compact_task_folder
 
-    return {table: compact_task_folder(edv_path(run_dir, table, epoch, "x").parent, schema)
+    return {table: compact_task_folder(edv_dir(run_dir, table, epoch), schema)
             for table, schema in TASK_TABLES.items()}
 
 
