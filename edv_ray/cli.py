@@ -1,8 +1,11 @@
 """``edv`` — run, resume and report.
 
   edv run [CONFIG.yaml]        no argument = the embedded default (offline, CPU)
-  edv run --resume RUN_DIR     continue a run: finished episodes are kept, missing and
-                               errored ones run (errors as a new attempt)
+  edv run --resume RUN_DIR [--accept-changed]
+                               continue a run: finished episodes are kept, missing and
+                               errored ones run (errors as a new attempt); a config.yaml
+                               edited in ways that change episodes is refused unless
+                               --accept-changed (recorded and reported)
   edv report RUN_DIR           re-print the tables from the run's Parquet via DuckDB
   edv validate CONFIG.yaml     check a config (and its models/endpoints) without running
   edv submit CONFIG --address http://HEAD:8265
@@ -46,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("config", nargs="?", help="run config YAML (omit for the embedded default)")
     r.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--accept-changed", action="store_true",
+                   help="resume although config.yaml changes episodes (the change is recorded "
+                   "in settings_history.json, W&B and the report)")
     rep = sub.add_parser("report", help="print a run's tables from its Parquet files")
     rep.add_argument("run_dir")
     sj = sub.add_parser("submit", help="submit a run to a Ray cluster (Ray Jobs)")
@@ -53,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     sj.add_argument("--address", required=True, help="Ray Jobs address, e.g. http://HEAD:8265")
     sj.add_argument("--resume", metavar="RUN_DIR", help="resume a run folder on the cluster")
     sj.add_argument("--no-wait", action="store_true", help="return after submitting")
+    sj.add_argument("--accept-changed", action="store_true",
+                    help="with --resume: as `edv run --resume --accept-changed`")
     sw = sub.add_parser("sweep", help="run a sweep (base config × axes) on shared servers")
     sw.add_argument("sweep", help="sweep YAML (re-run it to resume)")
     sw.add_argument("--no-progress", action="store_true")
@@ -143,9 +151,13 @@ def main(argv: list[str] | None = None) -> int:
 
             if bool(args.config) == bool(args.resume):
                 raise ConfigError("give a CONFIG or --resume RUN_DIR")
+            if args.accept_changed and not args.resume:
+                raise ConfigError("--accept-changed applies to --resume RUN_DIR only")
             job_id, status = submit_run(args.config, args.address, wait=not args.no_wait,
-                                        resume_dir=args.resume, echo=console.print)
-            console.print(f"job {job_id}: {status}")
+                                        resume_dir=args.resume,
+                                        accept_changed=args.accept_changed,
+                                        echo=lambda text: console.print(text, markup=False))
+            console.print(f"job {escape(str(job_id))}: {escape(str(status))}")
             return 0 if status in ("SUCCEEDED", "SUBMITTED") else 1
         from edv_ray import pipeline
 
@@ -153,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = (pipeline.load_config(args.config) if args.config else pipeline.default_config())
             tasks = pipeline.validate(cfg)
             n = sum(len(t) for t in tasks.values())
-            console.print(f"config OK: {len(cfg.agents)} agents, {n} tasks, method {cfg.method}")
+            console.print(f"config OK: {len(cfg.agents)} agents, {n} tasks, "
+                          f"method {escape(str(cfg.method))}")
             return 0
         return _run(args, console, err)
     except ConfigError as e:
@@ -181,9 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args, console, err) -> int:
     """``edv run``: a signal or a storage error ends it with the REAL resume command."""
-    import shlex
-
     from edv_ray import pipeline
+    from edv_ray.commands import resume_command
     from edv_ray.config import ConfigError
     from edv_ray.interrupts import (EXIT_STORAGE, Stopped, describe_storage_error,
                                     stop_on_signals, storage_error)
@@ -192,10 +204,11 @@ def _run(args, console, err) -> int:
         raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
     with stop_on_signals():
         cfg, run_id, run_dir = pipeline.prepare(args.config, args.resume)
-        resume = f"edv run --resume {shlex.quote(str(run_dir))}"
+        resume = resume_command(run_dir)
         try:
             result = pipeline.execute(cfg, run_id, run_dir, console=console,
-                                      show_progress=not args.no_progress)
+                                      show_progress=not args.no_progress,
+                                      accept_changed=args.accept_changed)
         except Stopped as stop:
             if not (run_dir / "config.yaml").is_file():
                 err.print(f"stopped by {stop.name} before the run started (nothing written)")
@@ -211,22 +224,20 @@ def _run(args, console, err) -> int:
                       f"{escape(describe_storage_error(disk))}; finished episodes are kept — "
                       f"free space (or fix the folder), then `{escape(resume)}`")
             return EXIT_STORAGE
-    console.print(f"run folder: {run_dir}")
+    console.print(f"run folder: {escape(str(run_dir))}")
     return 0 if result.complete else 4
 
 
 def _sweep(args, console, err) -> int:
     """Run or resume a sweep: 0 all variants complete, 4 some not, 130 on Ctrl-C, 143 on
     SIGTERM."""
-    import shlex
-
     from rich.markup import escape
 
+    from edv_ray.commands import command
+    from edv_ray.interrupts import Stopped, stop_on_signals
     from edv_ray.sweep import run_sweep
 
-    from edv_ray.interrupts import Stopped, stop_on_signals
-
-    again = f"edv sweep {shlex.quote(args.sweep)}" + (" --accept-changed" if args.accept_changed else "")
+    again = command("edv", "sweep", args.sweep, *(["--accept-changed"] if args.accept_changed else []))
     try:
         with stop_on_signals():  # SIGTERM (Kubernetes, SLURM) stops it like Ctrl-C
             outcomes = run_sweep(args.sweep, console=console, show_progress=not args.no_progress,
@@ -249,17 +260,15 @@ def _report(run_dir: Path, console) -> None:
 
     from edv_ray.config import ConfigError
     from edv_ray.report.tables import report
-    from edv_ray.results.integrity import find_damaged
+    from edv_ray.results.integrity import DamagedTable, damage, damage_message
 
     try:
         report(run_dir, console=console)
-    except duckdb.Error:
-        bad = find_damaged(run_dir)
+    except (duckdb.Error, DamagedTable) as err:
+        bad = damage(run_dir) or getattr(err, "bad", [])  # cut short, or mistyped columns
         if not bad:
             raise
-        raise ConfigError(f"damaged Parquet file(s) in {run_dir}: "
-                          + ", ".join(str(f) for f in bad[:5])
-                          + f" — `edv run --resume {run_dir}` re-runs damaged episodes") from None
+        raise ConfigError(damage_message(run_dir, bad)) from None
 
 
 def _compare(args, console) -> int:

@@ -455,9 +455,13 @@ def load_config_dict(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
         raise ConfigError(f"invalid config {source}: expected a mapping at the top level")
     refuse_credentials(data, source)  # before anything can echo, save or log a value
     try:
-        return RunConfig.model_validate(data)
+        cfg = RunConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
+    # and what validation made of it (a YAML !!binary or a number coerced to a string is
+    # only a credential once typed): this is what config.yaml, W&B and sweeps would keep
+    refuse_credentials(cfg.model_dump(mode="json"), source)
+    return cfg
 
 
 def load_config(path: str | os.PathLike) -> RunConfig:

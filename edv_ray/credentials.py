@@ -67,13 +67,33 @@ def credential_kind(text: str) -> str | None:
     return None
 
 
+# Keys whose format is itself a valid variable name (letters, digits, '_'): Groq gsk_…,
+# Stripe sk_live_/sk_test_/rk_…/pk_…, Replicate r8_…, Fireworks fw_…, and the like.
+_KEY_PREFIX = re.compile(
+    r"(?:gsk|[spr]k_(?:live|test)|r8|fw|tgp_v1|tvly|jina|csk|xai)_"
+    r"(?=[A-Za-z0-9_]*(?:[0-9]|[a-z][A-Z]|[A-Z][a-z]))[A-Za-z0-9_]{8,}")
+
+
+def _looks_random(word: str) -> bool:
+    """A run of 16+ characters that mixes cases and digits the way keys do (a variable's
+    name is words: OPENAI_API_KEY, AzureOpenAIKey2)."""
+    if len(word) < 16:
+        return False
+    classes = sum(any(f(c) for c in word) for f in (str.islower, str.isupper, str.isdigit))
+    switches = sum(a.isdigit() != b.isdigit() or a.islower() != b.islower()
+                   for a, b in zip(word, word[1:]))
+    return classes >= 2 and switches >= len(word) // 4
+
+
 def env_name_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be an ``api_key_env`` (None: it is a variable's name)."""
+    """Why ``value`` cannot name an environment variable (None: it is a variable's name).
+    The value itself never appears in the answer: a key pasted here must not be echoed."""
     if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
         return ("must be the NAME of an environment variable (letters, digits, '_'; "
                 "e.g. OPENAI_API_KEY), not the key itself (the value is not shown)")
-    if credential_kind(value) or (len(value) >= 20 and "_" not in value
-                                  and any(c.isdigit() for c in value)):
+    if (credential_kind(value) or _KEY_PREFIX.fullmatch(value)
+            or (len(value) >= 20 and "_" not in value and any(c.isdigit() for c in value))
+            or any(_looks_random(w) for w in value.split("_"))):
         return ("looks like a key, not the NAME of the environment variable holding it "
                 "(the value is not shown)")
     return None
@@ -106,8 +126,9 @@ def find_credentials(data: Any, path: tuple[str, ...] = ()) -> list[tuple[str, s
     elif isinstance(data, (list, tuple)):
         for i, value in enumerate(data):
             found += find_credentials(value, path + (str(i),))
-    elif isinstance(data, str):
-        kind = credential_kind(data)
+    elif isinstance(data, (str, bytes, bytearray)):
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+        kind = credential_kind(text)
         if kind:
             found.append((".".join(path) or "(top level)", kind))
     return found

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
+from edv_ray.commands import resume_command
 from edv_ray.config import ConfigError, RunConfig, dump_config, load_config
 
 
@@ -177,7 +179,7 @@ def prepare_from(cfg: RunConfig) -> tuple[RunConfig, str, Path]:
     cfg = cfg.model_copy(update={"run_id": run_id})
     run_dir = Path(cfg.output_dir) / run_id
     if (run_dir / "config.yaml").exists():
-        raise ConfigError(f"run folder {run_dir} exists: use `edv run --resume {run_dir}`")
+        raise ConfigError(f"run folder {run_dir} exists: use `{resume_command(run_dir)}`")
     return cfg, run_id, run_dir
 
 
@@ -186,14 +188,17 @@ def default_config() -> RunConfig:
 
 
 def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None = None,
-            show_progress: bool = True, pool=None) -> RunResult:
+            show_progress: bool = True, pool=None, accept_changed: bool = False) -> RunResult:
     """Validate, lock the run folder (one writer), serve, run each method, report. A
     ``pool`` (``runtime.servers.ServedPool``) given by the caller — a sweep — is used as
-    it is and left running; otherwise the run starts and stops its own servers."""
+    it is and left running; otherwise the run starts and stops its own servers. A resume
+    whose config changes episodes against the settings its finished episodes ran under
+    is refused unless ``accept_changed`` (:mod:`edv_ray.results.settings_history`)."""
     from edv_ray.results.run_lock import RunLock, RunLockedError
+    from edv_ray.results.settings_history import check_resume
 
     console = console or Console()
-    validate(cfg)
+    tasks = validate(cfg)
     check_output_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -201,7 +206,9 @@ def execute(cfg: RunConfig, run_id: str, run_dir: Path, console: Console | None 
     except RunLockedError as err:
         raise ConfigError(str(err)) from None
     try:
-        return _execute_locked(cfg, run_id, run_dir, console, show_progress, pool)
+        changes = check_resume(cfg, run_dir, accept_changed,
+                               {d: [t.id for t in ts] for d, ts in tasks.items()})
+        return _execute_locked(cfg, run_id, run_dir, console, show_progress, pool, changes)
     finally:
         lock.release()
 
@@ -211,14 +218,15 @@ def _set_aside_damaged(run_dir: Path, console: Console) -> None:
 
     moved, other = set_aside(run_dir)
     for f in moved:
-        console.print(f"[yellow]damaged file set aside (its episode runs again): {f}[/]")
+        console.print(f"[yellow]damaged file set aside (its episode runs again): "
+                      f"{escape(str(f))}[/]")
     if other:
         raise ConfigError(f"damaged Parquet file(s) in {run_dir}: "
                           + ", ".join(str(f) for f in other[:5]))
 
 
 def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console,
-                    show_progress: bool, shared_pool) -> RunResult:
+                    show_progress: bool, shared_pool, changes: list[dict]) -> RunResult:
     from edv_ray.envs.protocol import get_env
     from edv_ray.interrupts import reclaim as reclaim_signals
     from edv_ray.methods.registry import get_method
@@ -229,9 +237,16 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     from edv_ray.runtime.cluster_view import ServerWatch, show_placement
     from edv_ray.runtime.ray_setup import init_ray
     from edv_ray.results.views import connect
+    from edv_ray.results.settings_history import describe
+    from edv_ray.results.settings_history import record as record_settings
     from edv_ray.runtime.servers import launch_servers
 
     _set_aside_damaged(run_dir, console)
+    entry = record_settings(cfg, run_dir, changes)  # before config.yaml: the reference
+    if entry is not None and changes:
+        console.print(f"[yellow]settings {entry['number']} from episode "
+                      f"{entry['episodes_before']} on (--accept-changed): "
+                      f"{escape(describe(changes))}[/]")
     dump_config(cfg, run_dir / "config.yaml")
     task_types = write_selection(cfg, run_id, run_dir)
     store = RunStore(run_dir)
@@ -241,19 +256,24 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     ])
     init_ray(cfg.runtime)
     reclaim_signals()  # Ray's core worker took SIGTERM over: ours again (interrupts.py)
-    console.print(f"[bold]run[/] {run_id} ({', '.join(cfg.method_names())}) → {run_dir}")
-    pool = shared_pool or launch_servers(cfg, run_dir, echo=console.print)
+    console.print(f"[bold]run[/] {escape(run_id)} ({escape(', '.join(cfg.method_names()))})"
+                  f" → {escape(str(run_dir))}")
+
+    def plain(msg: str) -> None:  # model names and paths are text, not markup
+        console.print(msg, markup=False)
+
+    pool = shared_pool or launch_servers(cfg, run_dir, echo=plain)
     pool.write(run_dir)
     watch = ServerWatch(pool, run_dir, console.print).start()
     runner, tracker = None, Tracker(cfg, run_id, run_dir, console=console)
     try:
         runner = EpisodeRunner(cfg, str(run_dir), servers=pool.actor_by_url,
                                fallbacks=pool.fallbacks())
-        show_placement(pool, runner, run_dir, console.print)
+        show_placement(pool, runner, run_dir, plain)
         ctx = RunContext(cfg, run_id, run_dir, get_env(cfg.benchmark.name), pool, runner,
                          console, tracker, show_progress, task_types=task_types)
         for name in cfg.method_names():
-            console.print(f"[bold]method[/] {name}")
+            console.print(f"[bold]method[/] {escape(name)}")
             get_method(name).run(ctx, cfg.section(name))
     except BaseException:
         tracker.abort()
@@ -278,5 +298,5 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
     if not result.complete:
         console.print(f"[yellow]incomplete: {errors} episode(s) ended as infrastructure errors, "
                       f"{len(result.unfinished)} stage step(s) unfinished — continue with "
-                      f"`edv run --resume {run_dir}`[/]")
+                      f"`{escape(resume_command(run_dir))}`[/]")
     return result

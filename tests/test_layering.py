@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parent.parent / "edv_ray"
 LAYERS = [
     # the method registry is a plain plug-in table (dataclasses, names): configs validate
     # method sections through it; it loads the built-in methods by name
-    ("base", ["edv_ray.config_files", "edv_ray.credentials", "edv_ray.config", "edv_ray.config_simulation",
+    ("base", ["edv_ray.commands", "edv_ray.config_files", "edv_ray.credentials", "edv_ray.config", "edv_ray.config_simulation",
               "edv_ray.prompts",
               "edv_ray.methods.registry"]),
     ("io", ["edv_ray.llm", "edv_ray.results"]),

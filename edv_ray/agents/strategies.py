@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from edv_ray.agents.toolcall_json import depth_within, json_objects, loads_bounded
 from edv_ray.prompts import experiences_block, render_prompt
 
 
@@ -91,40 +92,18 @@ def _as_call(obj: Any) -> dict[str, Any] | None:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
+            args = loads_bounded(args)
+        except ValueError:  # not JSON, too long or nested too deep: no usable call
             return None
+    elif not depth_within(args):
+        return None
     if not isinstance(name, str) or not name or not isinstance(args, dict):
         return None
     return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": args}
 
 
-def _json_objects(text: str):
-    """Every top-level JSON object in ``text``, in order. A truncated object at the end
-    (small models often drop the last brace) is repaired by closing it, if that parses."""
-    decoder = json.JSONDecoder()
-    pos = text.find("{")
-    while pos != -1:
-        try:
-            obj, end = decoder.raw_decode(text[pos:])
-        except json.JSONDecodeError:
-            obj, end = None, 0
-            for closing in ("}", "}}", "}}}"):
-                try:
-                    obj = json.loads(text[pos:].rstrip() + closing)
-                    end = len(text) - pos
-                    break
-                except json.JSONDecodeError:
-                    continue
-        if obj is not None:
-            yield obj
-            pos = text.find("{", pos + end)
-        else:
-            pos = text.find("{", pos + 1)
-
-
 def _first_call(text: str) -> dict[str, Any] | None:
-    return next((c for c in map(_as_call, _json_objects(text)) if c), None)
+    return next((c for c in map(_as_call, json_objects(text)) if c), None)
 
 
 def parse_text_turn(content: str | None, strategy: Strategy) -> ParsedTurn:
@@ -133,7 +112,9 @@ def parse_text_turn(content: str | None, strategy: Strategy) -> ParsedTurn:
     Calls are read from ``<tool_call>`` blocks; failing that, from any JSON object in
     the answer shaped like a call (``{"name": ..., "arguments": {...}}``, fenced or
     bare, a missing final brace repaired). Text with no usable call is a message: the
-    model failed to act — an agent failure the benchmark grades, never a crash."""
+    model failed to act — an agent failure the benchmark grades, never a crash. The
+    search is bounded (:mod:`edv_ray.agents.toolcall_json`: size, work, nesting), so a
+    hostile answer (400 KB of ``{``, JSON nested 1,000 deep) is such a failure too."""
     text = (content or "").strip()
     if strategy.name == "text_tools_plan":
         text = _PLAN.sub("", text, count=1).strip()
@@ -153,8 +134,8 @@ def parse_native_turn(content: str | None, tool_calls: list[dict[str, Any]]) -> 
     calls = []
     for tc in tool_calls:
         try:
-            args = json.loads(tc.get("arguments") or "{}")
-        except json.JSONDecodeError:
+            args = loads_bounded(tc.get("arguments") or "{}")
+        except ValueError:  # not JSON, too long or nested too deep (never a crash)
             args = None
         if isinstance(args, dict) and tc.get("name"):
             calls.append({"id": tc.get("id") or f"call_{uuid.uuid4().hex[:12]}",

@@ -7,7 +7,8 @@ recorded with prompt/completion tokens and latency, whether it succeeds or not. 
 attribution also travels to the server in the OpenAI ``user`` field
 (``edv|<role>|<agent>|<domain>|<task_id>|<trial>|<episode_id>``): real servers ignore or log
 it, a router can keep one episode on one replica, and the scripted test server uses it.
-API keys are read from the environment at call time and never stored.
+API keys are read from the environment at call time and never stored; a self-served
+engine's per-run key is looked up by its URL (:func:`set_served_key`), in memory only.
 
 Time bounds. Each attempt is bounded in *wall-clock* time by ``min(timeout_s, time left to
 the episode deadline)``, including a server that trickles its answer byte by byte (httpx
@@ -57,6 +58,7 @@ import openai
 
 from edv_ray.config import Sampling
 from edv_ray.llm.transport import Transport, request
+from edv_ray.llm.usage import read_usage
 from edv_ray.llm.breaker import (
     BreakerRegistry,
     BreakerWaitExpired,
@@ -114,6 +116,27 @@ def set_api_base_resolver(api_base: str, resolver: Callable[[], str | None] | No
             _RESOLVERS[api_base] = resolver
 
 
+# ---- keys of self-served engines -------------------------------------------------------
+_SERVED_KEYS: dict[str, str] = {}  # first URL of a self-served server → its engine's key
+
+
+def set_served_key(api_base: str, key: str | None) -> None:
+    """The key the self-served engine first at ``api_base`` requires (``None`` removes it).
+    Held in this process's memory only: the driver registers it when it starts the
+    engines, workers when they fetch it from the run's ``RunState`` actor."""
+    with _RESOLVERS_LOCK:
+        if key is None:
+            _SERVED_KEYS.pop(api_base, None)
+        else:
+            _SERVED_KEYS[api_base] = key
+
+
+def served_keys(api_bases) -> dict[str, str]:
+    """The registered keys of these first URLs (for handing on to workers)."""
+    with _RESOLVERS_LOCK:
+        return {u: _SERVED_KEYS[u] for u in api_bases if u in _SERVED_KEYS}
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """How litellm reaches one model (a served replica or an external endpoint)."""
@@ -129,7 +152,9 @@ class Endpoint:
             if not key:
                 raise LLMCallError(f"environment variable {self.api_key_env} is not set")
             return key
-        return "sk-edv-local"  # self-served servers need some key, not a secret
+        with _RESOLVERS_LOCK:  # a self-served engine's per-run key (see set_served_key)
+            served = _SERVED_KEYS.get(self.api_base or "")
+        return served or "sk-edv-local"  # a keyless server still needs some key sent
 
     def resolve_api_base(self) -> str | None:
         """The URL to use for the next attempt (see :func:`set_api_base_resolver`)."""
@@ -172,8 +197,8 @@ class CallRecord:
     trial: int
     episode_id: str
     epoch: int
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server's count was missing or not a count
+    completion_tokens: int | None
     latency_s: float
     attempts: int
     ok: bool
@@ -184,6 +209,7 @@ class CallRecord:
     evidence_chars: int | None = None
     evidence_kept: int | None = None
     evidence_final_kept: bool | None = None
+    usage_invalid: bool = False  # the server's usage was not a valid count (llm.usage)
 
 
 def request_fingerprint(kwargs: dict[str, Any]) -> str:
@@ -229,7 +255,9 @@ class CallLedger:
     def tokens(self, role: str | None = None) -> tuple[int, int]:
         with self._lock:
             recs = [r for r in self.records if role is None or r.role == role]
-        return sum(r.prompt_tokens for r in recs), sum(r.completion_tokens for r in recs)
+        # known counts only (an invalid usage is null on its call row, see llm.usage)
+        return (sum(r.prompt_tokens or 0 for r in recs),
+                sum(r.completion_tokens or 0 for r in recs))
 
 
 class _CallFailed(Exception):
@@ -293,7 +321,8 @@ class LLMClient:
         started, t0 = time.time(), time.monotonic()
         attempts = 0
 
-        def record(ok: bool, err: str | None, pt: int = 0, ct: int = 0) -> None:
+        def record(ok: bool, err: str | None, pt: int | None = 0, ct: int | None = 0,
+                   usage_invalid: bool = False) -> None:
             if ledger is not None:
                 ledger.add(CallRecord(
                     run_id=ctx.run_id, stage=ctx.stage, role=ctx.role, agent=ctx.agent,
@@ -303,7 +332,7 @@ class LLMClient:
                     attempts=attempts, ok=ok, error=err, started_at=started,
                     seed=sampling.seed, request_hash=request_fingerprint(kwargs),
                     evidence_chars=ctx.evidence_chars, evidence_kept=ctx.evidence_kept,
-                    evidence_final_kept=ctx.evidence_final_kept,
+                    evidence_final_kept=ctx.evidence_final_kept, usage_invalid=usage_invalid,
                 ))
 
         def failed(err: BaseException, why: str = "") -> _CallFailed:
@@ -396,18 +425,17 @@ class LLMClient:
         except _CallFailed as stop:
             raise stop.args[0] from stop.args[0].__cause__
         choice = resp.choices[0]
-        usage = getattr(resp, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
-        record(True, None, pt, ct)
+        # the server's usage is input: checked, an invalid count stored as unknown (null)
+        pt, ct, bad_usage = read_usage(getattr(resp, "usage", None))
+        record(True, None, pt, ct, bad_usage)
         calls = [
             {"id": tc.id or f"call_{i}", "name": tc.function.name,
              "arguments": tc.function.arguments or "{}"}
             for i, tc in enumerate(choice.message.tool_calls or [])
         ]
         return Completion(
-            content=choice.message.content, tool_calls=calls, prompt_tokens=pt,
-            completion_tokens=ct, latency_s=time.monotonic() - t0,
+            content=choice.message.content, tool_calls=calls, prompt_tokens=pt or 0,
+            completion_tokens=ct or 0, latency_s=time.monotonic() - t0,
             finish_reason=getattr(choice, "finish_reason", None),
             reasoning=getattr(choice.message, "reasoning_content", None) or None,
         )

@@ -6,7 +6,9 @@ methods they are shared, not re-run."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from rich.markup import escape
 
+from edv_ray.commands import resume_command
 from edv_ray.methods import steps
 from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, episode_results, register
 
@@ -45,7 +47,7 @@ def run(ctx, r: RouterConfig) -> None:
     errored = [e for e in used if done.get(e, (0, "error"))[1] != "ok"]
     if errored:
         ctx.console.print(f"[yellow]router: {len(errored)} construction execution(s) errored; "
-                          f"not routing — continue with `edv run --resume {ctx.run_dir}`[/]")
+                          f"not routing — continue with `{escape(resume_command(ctx.run_dir))}`[/]")
         ctx.unfinished.append(f"{NAME}: {len(errored)} execution(s) to re-run")
         return
     last = r.epochs - 1

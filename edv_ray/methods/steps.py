@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from rich.markup import escape
+
 from edv_ray.methods.selector import select_solver
 from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import ROUTING_SCHEMA
@@ -185,8 +187,8 @@ def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
     bad = [r for r in results if r.get("status") == "error"]
     for r in bad[:3]:
         first = (r.get("error") or "").strip().splitlines()
-        ctx.console.print(f"[yellow]{label}: {r.get('job_id')} failed: "
-                          f"{first[-1] if first else '?'}[/]")
+        ctx.console.print(f"[yellow]{escape(label)}: {escape(str(r.get('job_id')))} failed: "
+                          f"{escape(first[-1] if first else '?')}[/]")
     if len(bad) > 3:
         ctx.console.print(f"[yellow]{label}: {len(bad) - 3} more job(s) failed[/]")
     ctx.tracker.stage_done(ctx, label)

@@ -62,7 +62,8 @@ JOIN sharing s ON s.episode_id = u.episode_id
 """
 
 # Tokens per method × condition × phase × stage × role: an episode's calls (every
-# attempt) are charged to each method that used it (``shared`` says so); a stage job's
+# attempt that has an episode row: ``llm_calls`` leaves out orphans; a call whose server
+# sent no valid usage has null tokens, counted in ``usage_unknown``) are charged to each method that used it (``shared`` says so); a stage job's
 # calls (distill, verify, judge, rb_learn, ...) to the method owning that stage. Phases
 # come from each method's ``phases`` (unlisted stages: inference).
 TOKEN_USE = """
@@ -85,7 +86,9 @@ SELECT c.run_id,
        coalesce(p.phase, 'inference') AS phase, c.stage, c.epoch, c.role, c.agent, c.model,
        c.shared,
        count(*) AS calls, sum(c.prompt_tokens)::BIGINT AS prompt_tokens,
-       sum(c.completion_tokens)::BIGINT AS completion_tokens
+       sum(c.completion_tokens)::BIGINT AS completion_tokens,
+       count(*) FILTER (WHERE c.ok AND (c.prompt_tokens IS NULL
+                                        OR c.completion_tokens IS NULL)) AS usage_unknown
 FROM charged c LEFT JOIN _method_phases p ON p.method = c.method AND p.stage = c.stage
 GROUP BY ALL ORDER BY 2, 3, 4, 5
 """

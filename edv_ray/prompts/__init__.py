@@ -8,7 +8,9 @@ live next to the package that owns them (``edv_ray/<pkg>/prompts/``).
 from __future__ import annotations
 
 import functools
+import re
 import string
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -36,7 +38,24 @@ def fence(text: str) -> str:
     so it cannot open or close our prompt blocks or forge an attribute such as a run's
     outcome: ``<`` ``>`` ``&`` become entities. Labels such as outcomes are attributes of
     block tags that only our code writes."""
-    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (_fold(text or "").replace("&", "&amp;").replace("<", "&lt;")
+            .replace(">", "&gt;"))
+
+
+# Characters a model reads as ``<`` ``>`` ``&`` (fullwidth ＜, small-form ﹤, …: their
+# compatibility form is the ASCII one) are folded to it before escaping, so
+# ``＜/experiences＞`` is escaped like ``</experiences>``; bidirectional controls and
+# invisible separators (which reorder or hide what a person reviewing a prompt sees) go.
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_LOOKALIKES = {c: unicodedata.normalize("NFKC", c)
+               for c in map(chr, range(0x80, 0x10000))
+               if unicodedata.normalize("NFKC", c) in ("<", ">", "&")}
+_LOOKALIKE = re.compile("[" + "".join(_LOOKALIKES) + "]")
+
+
+def _fold(text: str) -> str:
+    text = _INVISIBLE.sub("", text)
+    return _LOOKALIKE.sub(lambda m: _LOOKALIKES[m.group(0)], text)
 
 
 def experiences_block(package: str, experiences: Sequence[str],

@@ -259,12 +259,17 @@ def attach(paths: list[str | Path], allow_mixed_tasks: bool = False,
            allow_invalid: bool = False) -> Comparison:
     """The runs under ``paths`` on one connection (see the module doc for the checks)."""
     left_out: list[str] = []
+    from edv_ray.results.integrity import DamagedTable, damage, damage_message
+
     dirs = run_dirs(paths, left_out)
     infos, parts = [], {v: [] for v in VIEWS}
     for path, label in zip(dirs, labels_for(dirs)):
         try:
             info, tables = _read_run(path, label)
         except (duckdb.Error, OSError, ValueError) as err:
+            bad = damage(path) if isinstance(err, (duckdb.Error, DamagedTable)) else []
+            if bad:  # cut short or mistyped: name the file, not DuckDB's binder
+                raise ConfigError(shown(damage_message(path, bad))) from None
             if isinstance(err, ConfigError):  # e.g. its config.yaml: one line, not a YAML dump
                 raise ConfigError(" ".join(str(err).split())[:400]) from None
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

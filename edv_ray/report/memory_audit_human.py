@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import re
+import unicodedata
 from pathlib import Path
 
 from edv_ray.report.memory_audit import (
@@ -23,7 +24,14 @@ from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
 
 _SCORE = re.compile(r"[0-5]")
-_RATER = re.compile(r"[^\x00-\x1f\x7f]{1,64}")
+_RATER = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,64}")
+
+
+def _is_name(text: str) -> bool:
+    """1–64 printable characters: no C0/C1 controls, no bidirectional or other format
+    characters (U+202E would reverse how the name reads), no line separators."""
+    return bool(_RATER.fullmatch(text)) and not any(
+        unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") for c in text)
 
 
 def _read_csv(path: Path, encoding: str = "utf-8-sig") -> tuple[list[str], list[dict]]:
@@ -62,8 +70,8 @@ def import_human_scores(run_dir: str | Path, csv_path: str | Path, rater: str | 
     known = _known_items(run_dir)
     if not known:
         raise HumanScoreError(f"{run_dir} has no audit sample: run the memory audit first")
-    if rater is not None and not _RATER.fullmatch(rater.strip()):
-        raise HumanScoreError(f"--rater {rater!r}: give a name of 1–64 printable characters")
+    if rater is not None and not _is_name(rater.strip()):
+        raise HumanScoreError(f"--rater {ascii(rater[:40])}: give a name of 1–64 printable characters")
     header, records = _read_csv(csv_path)
     missing = [c for c in ("item_id", *CRITERIA) if c not in header]
     if missing:
@@ -92,8 +100,8 @@ def import_human_scores(run_dir: str | Path, csv_path: str | Path, rater: str | 
         if not who:
             unnamed.append(n)
             continue
-        if not _RATER.fullmatch(who):
-            errors.append(f"{line}: rater {who[:20]!r}… is not a name of 1–64 printable characters")
+        if not _is_name(who):
+            errors.append(f"{line}: rater {ascii(who[:20])}… is not a name of 1–64 printable characters")
             continue
         k = known[item_id]
         rows.append(dict(item_id=item_id, method=k.get("method"), bank=k.get("bank"),

@@ -15,7 +15,7 @@ from rich.table import Table
 from edv_ray.results.views import connect
 
 _LEFT = {"agent", "domain", "stage", "method", "role", "model", "task_type", "basis",
-         "verifier_type", "phase"}
+         "verifier_type", "phase", "changed"}
 
 
 def _rich_table(title: str, cols: list[str], rows: list[tuple]) -> Table:
@@ -23,7 +23,8 @@ def _rich_table(title: str, cols: list[str], rows: list[tuple]) -> Table:
     for c in cols:
         t.add_column(c, justify="left" if c in _LEFT else "right")
     for r in rows:
-        t.add_row(*["-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in r])
+        t.add_row(*["-" if v is None else (f"{v:.3f}" if isinstance(v, float) else escape(str(v)))
+                    for v in r])  # names and ids are text, not markup
     return t
 
 
@@ -43,9 +44,10 @@ QUERIES = {
                        "WHERE method = r.method) ORDER BY method, agent, task_type", False),
     "routing_basis": ("Routing decisions by basis (task type / its domain / prior)",
                       "SELECT * FROM routing_basis", False),
-    "tokens_by_stage": ("Tokens by stage / role / agent",
+    "tokens_by_stage": ("Tokens by stage / role / agent (usage_unknown: calls whose server "
+                        "sent no valid token count, not in the sums)",
                         "SELECT stage, role, agent, model, calls, failed_calls, prompt_tokens, "
-                        "completion_tokens FROM tokens_by_stage", True),
+                        "completion_tokens, usage_unknown FROM tokens_by_stage", True),
     "pass_by_epoch": ("EDV inference Pass@1 per epoch",
                       "SELECT epoch, episodes, errors, pass_at_1, ci_low, ci_high FROM pass_by_epoch",
                       False),
@@ -90,7 +92,35 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
                                 title=f"Ability Matrix ({m})")
     if which is None:
         results["validity"] = print_validity(run_dir, con, console, out_dir if save else None)
+        changed = print_settings_history(run_dir, con, console, out_dir if save else None)
+        if changed:
+            results["settings_history"] = changed
     return results
+
+
+def print_settings_history(run_dir: Path, con, console: Console, out_dir: Path | None
+                           ) -> list[dict]:
+    """Which episodes ran under which settings, when a resume accepted a change (nothing
+    printed otherwise; :mod:`edv_ray.results.settings_history`)."""
+    import csv
+
+    from edv_ray.results.settings_history import episodes_by_settings
+
+    rows = episodes_by_settings(run_dir, con)
+    if not rows:
+        return []
+    cols = list(rows[0])
+    console.print(_rich_table("Settings changed on resume (--accept-changed): which episodes "
+                              "ran under which settings", cols, [tuple(r.values()) for r in rows]))
+    console.print(f"[yellow]warning: this run's episodes ran under {len(rows)} different "
+                  "settings (see settings_history.json)[/]")
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "settings_history.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+    return rows
 
 
 def print_validity(run_dir: Path, con, console: Console, out_dir: Path | None) -> list[dict]:

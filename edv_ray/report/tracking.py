@@ -14,7 +14,9 @@ logs one history step per update, read from the run folder through
   poison excluded: the self-confirmation trap as the run goes).
 
 A sweep variant is grouped: ``RUN_DIR/axes.json`` (``{"_sweep_id": ..., axis: value}``)
-gives the W&B ``group`` and extra config keys. At the end the report tables, the report
+gives the W&B ``group`` and extra config keys. A resume that accepted changed settings
+adds ``settings_number`` and ``settings_changes`` to the config (and the number to the
+summary; :mod:`edv_ray.results.settings_history`). At the end the report tables, the report
 PNGs (``RUN_DIR/report/*.png``) and a summary are logged. W&B ids, steps across resumes
 and many runs in one process (a sweep's parallel variants): :mod:`.wandb_session`.
 
@@ -158,6 +160,7 @@ class Tracker:
         self._q: queue.Queue = queue.Queue()
         self._batches = self._stages = 0
         self._last_stage = ""
+        self._settings: dict[str, Any] = {}  # settings changes a resume accepted (W&B config)
         self._t0 = time.monotonic()
         self.stats = {"driver_calls": 0, "driver_s_max": 0.0, "snapshots": 0,
                       "snapshot_s_max": 0.0, "log_s_max": 0.0, "init_s": None}
@@ -228,8 +231,9 @@ class Tracker:
         self._reported.add(key)
         try:
             from rich.console import Console
+            from rich.markup import escape
 
-            (self.console or Console(stderr=True)).print(f"[yellow]{msg}[/]")
+            (self.console or Console(stderr=True)).print(f"[yellow]{escape(msg)}[/]")
         except Exception:  # a console problem must not fail the run
             pass
 
@@ -272,8 +276,12 @@ class Tracker:
 
     def _init(self) -> None:
         t0 = time.monotonic()
+        from edv_ray.results.settings_history import wandb_config
+
         sweep, axes = read_axes(self.run_dir)
-        config = {**self.cfg.model_dump(mode="json"), **axes}
+        # a resume that accepted changed settings says so (settings_number, settings_changes)
+        self._settings = wandb_config(self.run_dir)
+        config = {**self.cfg.model_dump(mode="json"), **axes, **self._settings}
         if sweep is not None:
             config["sweep_id"] = sweep
         self._session = wandb_session.start(self.cfg.wandb.project, self.run_id, self.run_dir,
@@ -307,6 +315,8 @@ class Tracker:
         if logged:
             self._session.log(logged)
         summary["last_stage"] = self._last_stage
+        if self._settings:
+            summary["settings_number"] = self._settings["settings_number"]
         summary.update({f"tracking/{k}": v for k, v in self.stats.items() if v is not None})
         self._session.run.summary.update(summary)
         session, self._session = self._session, None
@@ -319,9 +329,12 @@ def log_run(cfg: RunConfig, run_id: str, run_dir: Path, tables: dict) -> None:
     mode = wandb_mode(cfg)
     if mode == "disabled":
         return
+    from edv_ray.results.settings_history import wandb_config
+
     sweep, axes = read_axes(run_dir)
     session = wandb_session.start(cfg.wandb.project, run_id, run_dir, mode,
-                                  {**cfg.model_dump(mode="json"), **axes}, group=sweep)
+                                  {**cfg.model_dump(mode="json"), **axes,
+                                   **wandb_config(run_dir)}, group=sweep)
     exit_code = 1
     try:
         logged, summary = end_payload(tables)

@@ -14,10 +14,12 @@ folder) Linux maps ``flock`` to NFS byte-range locks, which also exclude other h
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,19 @@ class RunLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.path} is already held by this RunLock")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:  # never through a link: a .lock pointing elsewhere would get that file truncated
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+                         | os.O_NONBLOCK, 0o666)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise RunLockedError(
+                    f"lock file {self.path} is a symbolic link or not a regular file; "
+                    "remove it (a run folder's .lock is an ordinary file)") from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, device or socket
+            os.close(fd)
+            raise RunLockedError(f"lock file {self.path} is not a regular file; remove it "
+                                 "(a run folder's .lock is an ordinary file)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

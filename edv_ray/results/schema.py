@@ -52,6 +52,10 @@ EPISODE_SCHEMA = pa.schema([
     ("retrieved_banks", pa.list_(pa.string())),
     ("messages_json", pa.string()),
     ("reward_json", pa.string()),
+    # unique per written attempt (RunStore.write_episode): its call rows carry it too, so
+    # calls of an attempt whose row was lost (a damaged segment set aside and re-run as
+    # the same attempt number) are told apart and not counted (results.views.llm_calls)
+    ("attempt_id", pa.string()),
 ])
 
 CALL_SCHEMA = pa.schema([
@@ -77,6 +81,11 @@ CALL_SCHEMA = pa.schema([
     ("evidence_chars", pa.int64()),
     ("evidence_kept", pa.int64()),
     ("evidence_final_kept", pa.bool_()),
+    # the server's usage was missing or not a valid count: the tokens are null (unknown)
+    ("usage_invalid", pa.bool_()),
+    # episode calls only (null for stage jobs): the attempt and its attempt_id
+    ("attempt", pa.int32()),
+    ("attempt_id", pa.string()),
 ])
 
 POOL_SCHEMA = pa.schema([

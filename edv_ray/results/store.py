@@ -32,9 +32,15 @@ class RunStore:
         return self.run_dir / "llm_calls" / f"stage={stage}" / f"{episode_id}.a{attempt}.parquet"
 
     def write_episode(self, stage: str, row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
-        """Calls first, then the episode row: an episode file means its calls are there."""
+        """Calls first, then the episode row: an episode file means its calls are there.
+        Both carry the attempt and a fresh ``attempt_id``: a call row whose attempt has no
+        episode row (lost with a damaged segment) is an orphan the views leave out."""
+        import uuid
+
         eid, attempt = row["episode_id"], row["attempt"]
-        call_rows = [{k: c.get(k) for k in CALL_SCHEMA.names} for c in calls]
+        row = {**row, "attempt_id": row.get("attempt_id") or uuid.uuid4().hex}
+        call_rows = [{**{k: c.get(k) for k in CALL_SCHEMA.names},
+                      "attempt": attempt, "attempt_id": row["attempt_id"]} for c in calls]
         write_rows_atomic(call_rows, self.calls_path(stage, eid, attempt), CALL_SCHEMA, small=True)
         write_rows_atomic([row], self.episode_path(stage, eid, attempt), EPISODE_SCHEMA,
                           small=True)

@@ -12,7 +12,11 @@ Views:
                     successes, errors, score (0.5 prior where a cell has no finished
                     attempt; ``errors_only`` marks cells that only ever errored)
   ability_by_domain the same per executor × domain (the fallback for unseen task types)
-  llm_calls         every model call; tokens_by_stage  stage × role × agent × model
+  llm_calls         every model call of an attempt that exists (``llm_call_rows``: every
+                    call row; ``orphan_calls``: those of attempts whose episode row was
+                    lost — a damaged segment set aside and re-run —, never counted)
+  tokens_by_stage   stage × role × agent × model (``usage_unknown``: calls whose server
+                    sent no valid usage; their tokens are null, not 0)
   method_results    what each method scored on each test task (rows contributed by
                     every registered method, see :mod:`edv_ray.methods.registry`)
   method_pass_at_1  method × epoch × agent × domain over method_results, with intervals
@@ -66,12 +70,16 @@ def register_table(con, name: str, folder: Path, schema, partition_keys: list[st
     a glob pattern (``runs/r*`` would also read ``runs/r1``)."""
     import pyarrow as pa
 
+    from edv_ray.results.integrity import check_view_types
+
+    paths = (sorted(f for f in folder.rglob("*.parquet") if f.is_file())
+             if folder.is_dir() else [])
     # DuckDB expands * ? [ in every path it is given: each is matched literally as [*] [?] [[]
-    files = sorted(re.sub(r"([*?\[])", r"[\1]", str(f)) for f in folder.rglob("*.parquet")
-                   if f.is_file()) if folder.is_dir() else []
+    files = [re.sub(r"([*?\[])", r"[\1]", str(f)) for f in paths]
     if files:
-        con.read_parquet(files, hive_partitioning=True, union_by_name=True).create_view(
-            name, replace=True)
+        rel = con.read_parquet(files, hive_partitioning=True, union_by_name=True)
+        check_view_types(rel.columns, rel.types, schema, paths, partition_keys)  # named
+        rel.create_view(name, replace=True)
         return
     for key in partition_keys:
         if key not in schema.names:
@@ -81,6 +89,28 @@ def register_table(con, name: str, folder: Path, schema, partition_keys: list[st
 
 
 METHOD_VIEWS = "edv_ray.methods.views"
+
+
+def _columns(con, name: str) -> set[str]:
+    return {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
+
+
+def _calls_of_existing_attempts(con) -> None:
+    """``llm_calls``: the call rows whose attempt has an episode row, plus the rows of
+    stage jobs and of run folders written before call rows named their attempt
+    (``attempt_id`` null); ``orphan_calls``: the rest. An episode's calls are written
+    before its row, so an attempt whose row was lost (a damaged segment set aside, then
+    re-run under the same attempt number) leaves calls that would count twice."""
+    if {"attempt_id"} <= _columns(con, "llm_call_rows") & _columns(con, "episode_attempts"):
+        known = "SELECT attempt_id FROM episode_attempts WHERE attempt_id IS NOT NULL"
+        con.execute(f"""CREATE OR REPLACE VIEW llm_calls AS SELECT * FROM llm_call_rows
+                        WHERE attempt_id IS NULL OR attempt_id IN ({known})""")
+        con.execute(f"""CREATE OR REPLACE VIEW orphan_calls AS SELECT * FROM llm_call_rows
+                        WHERE attempt_id IS NOT NULL AND attempt_id NOT IN ({known})""")
+    else:  # no call row names its attempt (an older run folder): every row counts
+        con.execute("CREATE OR REPLACE VIEW llm_calls AS SELECT * FROM llm_call_rows")
+        con.execute("CREATE OR REPLACE VIEW orphan_calls AS SELECT * FROM llm_call_rows "
+                    "WHERE false")
 
 
 def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
@@ -101,7 +131,8 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                                         SELECTION_SCHEMA, USES_SCHEMA)
 
     register_table(con, "episode_attempts", run_dir / "episodes", EPISODE_SCHEMA, ["stage"])
-    register_table(con, "llm_calls", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
+    register_table(con, "llm_call_rows", run_dir / "llm_calls", CALL_SCHEMA, ["stage"])
+    _calls_of_existing_attempts(con)
     register_table(con, "pool", run_dir / "pool", POOL_SCHEMA, [])
     register_table(con, "routing", run_dir / "routing", ROUTING_SCHEMA, ["method", "epoch"])
     register_table(con, "selection", run_dir / "selection", SELECTION_SCHEMA, [])
@@ -173,6 +204,8 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                count(*) FILTER (WHERE NOT ok) AS failed_calls,
                sum(prompt_tokens) AS prompt_tokens,
                sum(completion_tokens) AS completion_tokens,
+               count(*) FILTER (WHERE ok AND (prompt_tokens IS NULL
+                                              OR completion_tokens IS NULL)) AS usage_unknown,
                sum(latency_s) AS latency_s
         FROM llm_calls GROUP BY ALL ORDER BY stage, role, agent
     """)

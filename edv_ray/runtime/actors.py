@@ -18,20 +18,26 @@ DOWN_S = 10.0  # a server that did not answer is skipped this long before it is 
 @ray.remote(num_cpus=0, max_concurrency=16)
 class RunState:
     """What the run's workers fetch from the driver, held in memory only: API keys (never
-    in a runtime_env, whose env_vars Ray logs) and the live URL of each self-served model
+    in a runtime_env, whose env_vars Ray logs), the key each self-served engine requires
+    (``engine_keys``: first URL → key; see runtime.servers) and the live URL of each model
     server (a supervised server restarted by Ray comes back on a new port, maybe on another
     node). While a server does not answer (its node left, it restarts), its calls go to
     the next replica of its group that does (``fallbacks``: first URL → the others')."""
 
     def __init__(self, env: dict[str, str], servers: dict,
-                 fallbacks: dict[str, list[str]] | None = None) -> None:
+                 fallbacks: dict[str, list[str]] | None = None,
+                 engine_keys: dict[str, str] | None = None) -> None:
         self._env = dict(env)
+        self._engine_keys = dict(engine_keys or {})
         self._servers = dict(servers)  # first URL → supervised server actor
         self._fallbacks = dict(fallbacks or {})
         self._down_until: dict[str, float] = {}
 
     def secrets(self) -> dict[str, str]:
         return dict(self._env)
+
+    def engine_keys(self) -> dict[str, str]:
+        return dict(self._engine_keys)
 
     def urls(self) -> list[str]:
         return list(self._servers)
@@ -83,6 +89,15 @@ def route_live(state, urls: list[str]) -> None:
         set_api_base_resolver(url, resolve)
 
 
+def register_engine_keys(keys: dict[str, str]) -> None:
+    """This process's clients send each self-served engine its key (looked up by the
+    endpoint's first URL, which a re-routed call keeps: a run's engines share one key)."""
+    from edv_ray.llm.client import set_served_key
+
+    for url, key in keys.items():
+        set_served_key(url, key)
+
+
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
     def __init__(self, run_dir: str, llm: dict, state_name: str | None = None) -> None:
@@ -96,6 +111,7 @@ class EpisodeWorker:
         if state_name is not None:  # the run's RunState, by name — see EpisodeRunner
             state = ray.get_actor(state_name)
             os.environ.update(ray.get(state.secrets.remote()))
+            register_engine_keys(ray.get(state.engine_keys.remote()))
             route_live(state, ray.get(state.urls.remote()))
         quiet_logs()
         self._client = LLMClient(**llm)

@@ -162,12 +162,15 @@ class EpisodeRunner:
 
         keys = {m.api_key_env: os.environ[m.api_key_env] for m in cfg.models.values()
                 if m.api_key_env and m.api_key_env in os.environ}
+        from edv_ray.llm.client import served_keys
+
+        engine_keys = served_keys(servers or {})  # each self-served engine's run key
         name = f"edv-run-state-{uuid.uuid4().hex}"  # a name, not a handle, reaches the workers
         # on the driver's node: it must outlive any other node of the cluster
         self.driver_node = ray.get_runtime_context().get_node_id()
         here = NodeAffinitySchedulingStrategy(node_id=self.driver_node, soft=False)
         self._state = RunState.options(name=name, scheduling_strategy=here).remote(
-            keys, dict(servers or {}), dict(fallbacks or {}))
+            keys, dict(servers or {}), dict(fallbacks or {}), engine_keys)
         llm = dict(timeout_s=cfg.llm.timeout_s, max_retries=cfg.llm.max_retries,
                    retry_budget_s=cfg.llm.retry_budget_s,
                    breaker_threshold=cfg.llm.breaker_threshold, transport=cfg.llm.transport)

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from rich.markup import escape
+
 from edv_ray.runtime.servers import ServedPool
 
 CHECK_EVERY_S = 5.0
@@ -57,7 +59,7 @@ class ServerWatch:
             try:
                 self.check()
             except Exception as err:  # noqa: BLE001 - a watch must not end the run
-                self.echo(f"[yellow]server watch: {type(err).__name__}: {err}[/]")
+                self.echo(f"[yellow]server watch: {type(err).__name__}: {escape(str(err))}[/]")
 
     def check(self) -> None:
         import ray
@@ -79,13 +81,13 @@ class ServerWatch:
                 pool.down.add(url)
                 same = [u for u, i in zip(urls, pool.infos) if i.model_name == was.model_name]
                 left = sum(u not in pool.down for u in same)
-                self.echo(f"[yellow]server {was.server_id} is unreachable (its node left, or "
-                          f"it restarts): {was.model_name} goes on with {left} of {len(same)} "
+                self.echo(f"[yellow]server {escape(was.server_id)} is unreachable (its node left, "
+                          f"or it restarts): {escape(was.model_name)} goes on with {left} of {len(same)} "
                           "replica(s)[/]")
             elif info is not None and url in pool.down:
                 pool.down.discard(url)
-                self.echo(f"server {was.server_id} is back on node {(info.node_id or '?')[:8]} "
-                          f"({info.base_url})")
+                self.echo(escape(f"server {was.server_id} is back on node {(info.node_id or '?')[:8]} "
+                                 f"({info.base_url})"))
             if info is not None and info != was:
                 pool.infos[n] = info
                 moved = True

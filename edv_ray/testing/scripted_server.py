@@ -22,7 +22,9 @@ arrival, so the server's own work is inside it).
 ``infer_untagged`` serves clients that send no tag (τ²-bench's own agents): the role and
 task are inferred from the user simulator's scenario and a ref its greeting carries.
 Other scripts (EDV stages) can be added with :meth:`ScriptedServer.add_script`.
-Each recorded request carries ``_authorization`` and ``_received_at`` (time.monotonic()).
+``required_key``: every ``/v1`` request must carry it as a bearer token (HTTP 401
+otherwise). Each recorded request carries ``_authorization`` and ``_received_at`` (time.monotonic()).
+``usage``: sent as every answer's ``usage`` as is (None: counted from the text).
 Its context window is reported as vLLM does (``max_model_len`` in ``/v1/models``) or,
 with ``props_n_ctx``, as llama.cpp's server does (``/props``).
 """
@@ -86,6 +88,8 @@ class ScriptedServer:
         # ``/props`` (default_generation_settings.n_ctx); None = not reported
         self.max_model_len: int | None = DEFAULT_CONTEXT
         self.props_n_ctx: int | None = None
+        # None: usage counted from the request and answer; else sent as is (hostile tests)
+        self.usage: Any = None
         self.active_trickles = 0  # trickle answers still being written (the client is there)
         self._down_until = 0.0
         self._reopen_timer: threading.Timer | None = None
@@ -267,9 +271,11 @@ class ScriptedServer:
                         server.active_trickles -= 1
 
             def _refused(self) -> bool:
-                """``required_key`` set: a request without that bearer key gets 401."""
-                if server.required_key and self.headers.get(
+                """``required_key`` set: a ``/v1`` request without that bearer key gets 401
+                (as vLLM's ``--api-key``: ``/health`` stays open)."""
+                if server.required_key and self.path.startswith("/v1") and self.headers.get(
                         "Authorization", "") != f"Bearer {server.required_key}":
+                    self.close_connection = True  # its body (if any) is left unread
                     self._send(401, b'{"error": {"message": "invalid api key"}}')
                     return True
                 return False
@@ -333,7 +339,8 @@ class ScriptedServer:
                     "choices": [{"index": 0, "message": msg,
                                  "finish_reason": "tool_calls" if msg.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                              "total_tokens": prompt + completion},
+                              "total_tokens": prompt + completion}
+                    if server.usage is None else server.usage,
                 }
                 if fault == "trickle":
                     return self._trickle(json.dumps(body).encode())

@@ -13,7 +13,10 @@ that placement decides — a process given GPUs must see ``tensor_parallel_size 
 pipeline_parallel_size x data_parallel_size`` of them in ``CUDA_VISIBLE_DEVICES`` (Ray sets
 it from the actor's reserved GPUs; unset means a CPU build) — and serves the scripted OpenAI-compatible server on
 ``--host``/``--port`` with vLLM's ``/health`` and ``/v1/models`` (served name,
-``max_model_len``). Chat answers follow the scripted server's ``nothing`` behaviour (the
+``max_model_len``). Like vLLM, it requires an API key when given one (``--api-key`` or the
+``VLLM_API_KEY`` environment variable, which is how ``VLLMServer`` passes it): every
+``/v1`` request without ``Authorization: Bearer <key>`` gets HTTP 401, ``/health`` stays
+open. Chat answers follow the scripted server's ``nothing`` behaviour (the
 agent cannot help, the simulated user greets and stops), so no benchmark data is loaded;
 ``--standin-delay-s`` sets every answer's latency. Other vLLM flags are accepted and
 ignored.
@@ -41,6 +44,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=None)
     for size in ("tensor", "pipeline", "data"):
         p.add_argument(f"--{size}-parallel-size", type=int, default=1)
+    p.add_argument("--api-key", default=None)
     p.add_argument("--standin-delay-s", type=float, default=0.0)
     args, _vllm_flags = p.parse_known_args(argv)
     return args
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     server = ScriptedServer(mode="nothing", host=args.host, port=args.port)
     server.delay_s = args.standin_delay_s
+    server.required_key = args.api_key or os.environ.get("VLLM_API_KEY") or None  # as vLLM
     name = args.served_model_name or args.model
     server.models = [{"id": name, "object": "model", "root": args.model,
                       "max_model_len": args.max_model_len}]

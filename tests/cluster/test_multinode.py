@@ -8,7 +8,9 @@ one node, distinct GPUs, replicas of a model on different nodes), the episode wo
 spread over nodes, a node removed mid-run (its servers announced lost and either back on
 a surviving node or the model going on with its other replica; the episodes its worker
 had in flight run again), then a replacement node joins and `edv submit --resume` through
-Ray Jobs finishes the run on the cluster: 0 episodes lost, 0 doubled."""
+Ray Jobs finishes the run on the cluster: 0 episodes lost, 0 doubled. The engines, which
+listen on their nodes' addresses, refuse a request without the run's key (HTTP 401); the
+key (read from an engine's environment) is in no file of the run folder."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -118,6 +121,30 @@ def check_layout(servers: list[dict], cfg: dict) -> None:
     assert spread >= len(cfg["models"]) - 1, servers
 
 
+def engine_key(server: dict) -> str:
+    """The key an engine was started with, from its environment (VLLM_API_KEY, as vLLM
+    reads it): the test bed's nodes share this machine, so its /proc is readable here."""
+    environ = Path(f"/proc/{server['pid']}/environ").read_bytes().split(b"\0")
+    return next(v.split(b"=", 1)[1].decode() for v in environ if v.startswith(b"VLLM_API_KEY="))
+
+
+def check_keyed(servers: list[dict]) -> str:
+    """Each engine: 401 without the key or with another, 200 with it; one key for the run."""
+    keys = {engine_key(s) for s in servers}
+    assert len(keys) == 1, "one per-run key for every engine"
+    key = keys.pop()
+    chat = {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
+    for s in servers:
+        url = s["base_url"]
+        assert httpx.get(url + "/models", timeout=10).status_code == 401, s
+        assert httpx.post(url + "/chat/completions", json=chat, timeout=10).status_code == 401, s
+        wrong = {"Authorization": "Bearer not-the-key"}
+        assert httpx.get(url + "/models", headers=wrong, timeout=10).status_code == 401, s
+        right = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(url + "/models", headers=right, timeout=10).status_code == 200, s
+    return key
+
+
 def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp_path):
     c, dashboard = cluster
     cfg = bed_config(tmp_path)
@@ -131,6 +158,7 @@ def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp
         workers = wait_for(run_dir / "workers.json", run)
         servers = json.loads((run_dir / "servers.json").read_text())
         check_layout(servers, cfg)
+        key = check_keyed(servers)  # the engines on node addresses refuse anyone else
         # one worker per node, none on the driver's node (it holds the driver and run state)
         assert len(set(workers["workers"])) == 3
         assert workers["driver_node"] not in workers["workers"]
@@ -184,3 +212,5 @@ def test_the_paper_pool_on_a_four_node_cluster_survives_a_node_loss(cluster, tmp
     assert len(rows) == len({e for e, _ in rows}) == expected  # 0 lost, 0 doubled
     assert Counter(s for _, s in rows) == {"ok": expected}
     assert len(attempts) == len(set(attempts))  # no attempt written twice
+    leaks = [p for p in run_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaks == [] and key not in out + sub.stdout + sub.stderr, leaks

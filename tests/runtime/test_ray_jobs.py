@@ -106,20 +106,34 @@ def ray_head():
         assert "gcs_server" in names  # found (and so stopped) the head's GCS, not leaked it
 
 
+def _submit(address: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edv_ray.cli", "submit", *args,
+                           "--address", address], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
 def test_submit_a_run_through_ray_jobs(server, tmp_path, ray_head):
+    """A run, then `--resume` of its folder (a space in its name) and of a folder whose
+    name is shell syntax: the entrypoint runs through a shell, so each value is quoted."""
     address, env = ray_head
     cfg = scripted_config(server.base_url, tmp_path, run_id="via-jobs",
                           benchmark={"domains": ["retail"], "split": "test", "num_tasks": 2})
+    cfg["output_dir"] = str(tmp_path / "my runs")
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([sys.executable, "-m", "edv_ray.cli", "submit", str(path),
-                           "--address", address], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = _submit(address, env, str(path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "SUCCEEDED" in proc.stdout
     run_dir = Path(cfg["output_dir"]) / "via-jobs"
     rows = connect(run_dir).execute("SELECT status, success FROM episodes").fetchall()
     assert rows == [("ok", True)] * 4
+    pwned = tmp_path / "PWNED"
+    proc = _submit(address, env, "--resume", f"/x; touch {pwned} #")
+    assert proc.returncode == 1 and "FAILED" in proc.stdout  # no such run folder
+    assert not pwned.exists()
+    proc = _submit(address, env, "--resume", str(run_dir))
+    assert proc.returncode == 0 and "SUCCEEDED" in proc.stdout, proc.stdout[-3000:]
+    assert connect(run_dir).execute("SELECT count(*) FROM episode_attempts").fetchone() == (4,)
 
 
 def test_submit_refuses_a_relative_output_dir(tmp_path):

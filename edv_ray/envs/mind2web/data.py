@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from edv_ray.envs.bounded_load import GiB, brief, check_size, depth_over, parse_json
 from edv_ray.envs.errors import BenchmarkDataError
 from edv_ray.envs.mind2web.scores import SCORES_FILE, RankerScores, load_scores
 
@@ -36,6 +37,7 @@ __all__ = ["SCORES_FILE", "SPLITS", "Mind2WebData", "RankerScores", "Task", "att
 
 SPLITS: tuple[str, ...] = ("train", "test_task", "test_website", "test_domain")
 OPS = ("CLICK", "TYPE", "SELECT")
+MAX_FILE_BYTES = 4 * GiB  # one split file (the release's are a few hundred MB)
 
 
 class _Raw(BaseModel):
@@ -139,9 +141,9 @@ def _attributes(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str) and raw.strip():
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             return {}
-        return value if isinstance(value, dict) else {}
+        return value if isinstance(value, dict) and not depth_over(value) else {}
     return {}
 
 
@@ -158,7 +160,8 @@ def _candidate(raw: RawCandidate) -> Candidate:
 def _step(raw: RawAction, where: str) -> Step:
     name = raw.operation.op.upper()
     if name not in OPS:
-        raise BenchmarkDataError(f"{where}: operation.op is {name!r}; expected one of {OPS}")
+        raise BenchmarkDataError(f"{where}: operation.op is {brief(name)}; expected one of "
+                                 f"{OPS}")
     return Step(
         action_uid=raw.action_uid,
         op=name,
@@ -176,7 +179,7 @@ def parse_task(raw: Any, split: str = "", where: str = "<record>") -> Task:
         raise BenchmarkDataError(f"{where}: a task record must be a JSON object, "
                                  f"got {type(raw).__name__}")
     if isinstance(raw.get("annotation_id"), str):
-        where = f"{where} (annotation_id {raw['annotation_id']!r})"
+        where = f"{where} (annotation_id {brief(raw['annotation_id'])})"
     try:
         rec = RawTask.model_validate(raw)
     except ValidationError as err:
@@ -187,7 +190,7 @@ def parse_task(raw: Any, split: str = "", where: str = "<record>") -> Task:
     uids = [s.action_uid for s in steps]
     if len(set(uids)) != len(uids):
         dup = next(u for u in uids if uids.count(u) > 1)
-        raise BenchmarkDataError(f"{where}: action_uid {dup!r} appears twice in one task")
+        raise BenchmarkDataError(f"{where}: action_uid {brief(dup)} appears twice in one task")
     if len(rec.action_reprs) != len(steps):
         raise BenchmarkDataError(f"{where}: {len(rec.action_reprs)} action_reprs for "
                                  f"{len(steps)} actions")
@@ -213,6 +216,7 @@ def split_files(root: str | Path, split: str) -> list[Path]:
 
 
 def _read_records(path: Path) -> list:
+    check_size(path, MAX_FILE_BYTES, "a Mind2Web split file")
     try:
         data = path.read_bytes()
         text = data.decode("utf-8")
@@ -223,7 +227,7 @@ def _read_records(path: Path) -> list:
         raise BenchmarkDataError(f"{path} line {line}: not UTF-8 (byte 0x{data[err.start]:02x}); "
                                  "Mind2Web files are UTF-8 JSON") from None
     try:
-        records = json.loads(text)
+        records = parse_json(text, str(path), "a JSON array of Mind2Web task records")
     except json.JSONDecodeError as err:
         raise BenchmarkDataError(f"{path} line {err.lineno} column {err.colno}: not valid JSON "
                                  f"({err.msg}); expected a JSON array of Mind2Web task "
@@ -244,7 +248,7 @@ def load_split(root: str | Path, split: str) -> list[Task]:
             task = parse_task(raw, split, f"{path} record {i}")
             if task.annotation_id in seen:
                 raise BenchmarkDataError(f"{path} record {i}: annotation_id "
-                                         f"{task.annotation_id!r} appears twice in split "
+                                         f"{brief(task.annotation_id)} appears twice in split "
                                          f"{split} (first: {seen[task.annotation_id]})")
             seen[task.annotation_id] = f"{path.name} record {i}"
             tasks.append(task)
@@ -267,8 +271,9 @@ def attach_ranks(task: Task, scores: RankerScores, source: str = SCORES_FILE) ->
     for step in task.steps:
         sid = step_id(task, step)
         if sid not in scores.ranks:
-            raise BenchmarkDataError(f"{source} has no ranks for step {sid!r} of task "
-                                     f"{task.annotation_id}; is it the scores file of this data?")
+            raise BenchmarkDataError(f"{source} has no ranks for step {brief(sid)} of task "
+                                     f"{brief(task.annotation_id)}; is it the scores file "
+                                     "of this data?")
         ranks, vals = scores.ranks[sid], scores.scores.get(sid, {})
         steps.append(replace(step, pos_candidates=_ranked(step.pos_candidates, ranks, vals),
                              neg_candidates=_ranked(step.neg_candidates, ranks, vals)))

@@ -31,6 +31,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
 
+from edv_ray.envs.bounded_load import GiB, brief, check_size, depth_over, parse_json
 from edv_ray.envs.errors import BenchmarkDataError
 
 DATA_FILE = "Multi-Mission-Tool-Bench.jsonl"
@@ -40,6 +41,7 @@ PREPARE = "prepare_to_answer"
 ASK = "ask_user_for_required_parameters"
 SPECIAL = (PREPARE, ASK)
 SPLITS = ("all", "train", "test")
+MAX_FILE_BYTES = 1 * GiB  # the release's file is a few MB
 _LOCALIZED = ("task", "answer_list", "messages", "tools")
 _UNION_TAG = re.compile(r"^(_[A-Za-z]+|str|int|bool|none|(list|dict)\[.*\])$")  # pydantic loc parts
 _REQUIRED = ("id", "task", "answer_list", "messages", "tools", "task_ids", "type", "env_info")
@@ -166,25 +168,30 @@ def _check_graph(nodes: list[_Node], where: str) -> None:
         raise BenchmarkDataError(f"{where}: no gold nodes (every mission ends with {PREPARE})")
     for pos, node in enumerate(nodes):
         if node.idx != pos:
-            raise BenchmarkDataError(f"{where}: node {pos} has idx {node.idx}; idx must be the "
-                                     "node's position (dependencies refer to positions)")
+            raise BenchmarkDataError(f"{where}: node {pos} has idx {brief(node.idx)}; idx must "
+                                     "be the node's position (dependencies refer to positions)")
         bad = [d for d in node.dependency_list if not 0 <= d < n]
         if bad:
-            raise BenchmarkDataError(f"{where}: node {pos} depends on missing nodes {bad}")
-    state = [0] * n  # 0 new, 1 on the stack, 2 done
-
-    def visit(i: int) -> None:
-        state[i] = 1
-        for d in nodes[i].dependency_list:
-            if state[d] == 1:
+            more = f", +{len(bad) - 5} more" if len(bad) > 5 else ""
+            raise BenchmarkDataError(f"{where}: node {pos} depends on missing nodes "
+                                     f"[{', '.join(brief(d) for d in bad[:5])}{more}]")
+    state = [0] * n  # 0 new, 1 on the path, 2 done; iterative: a chain of 10⁵ nodes is fine
+    for start in range(n):
+        if state[start]:
+            continue
+        state[start] = 1
+        path = [(start, iter(nodes[start].dependency_list))]
+        while path:
+            node, deps = path[-1]
+            d = next(deps, None)
+            if d is None:
+                state[node] = 2
+                path.pop()
+            elif state[d] == 1:
                 raise BenchmarkDataError(f"{where}: dependency cycle through node {d}")
-            if state[d] == 0:
-                visit(d)
-        state[i] = 2
-
-    for i in range(n):
-        if state[i] == 0:
-            visit(i)
+            elif state[d] == 0:
+                state[d] = 1
+                path.append((d, iter(nodes[d].dependency_list)))
 
 
 def _gold(node: _Node, where: str) -> GoldNode:
@@ -192,9 +199,9 @@ def _gold(node: _Node, where: str) -> GoldNode:
     if isinstance(args, str):
         try:
             args = json.loads(args or "{}")
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             args = None
-        if not isinstance(args, dict):
+        if not isinstance(args, dict) or depth_over(args):
             raise BenchmarkDataError(f"{where}: node {node.idx}: arguments is a string that "
                                      "is not a JSON object")
     return GoldNode(idx=node.idx, name=node.action.name, arguments=args,
@@ -244,15 +251,16 @@ def parse_entry(raw: Any, language: str = "en", where: str = "<entry>") -> Dialo
         roles = [m.role for m in segments[i]]
         if roles != ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2) \
                 or (len(roles) % 2 and i < n - 1):
+            shown = ", ".join(brief(r, 40) for r in roles[:8]) + (", …" if len(roles) > 8 else "")
             raise BenchmarkDataError(
                 f"{where}: mission {i}: messages must alternate user / assistant from the user "
-                f"(and end with the assistant before '{SEPARATOR}'); got roles {roles}")
+                f"(and end with the assistant before '{SEPARATOR}'); got roles [{shown}]")
         seg = tuple({"role": m.role, "content": strip_role(m.content, english)}
                     for m in segments[i])
         task_id = e.task_ids[i]
         if not 0 <= task_id < len(seg) or seg[task_id]["role"] != "user":
-            raise BenchmarkDataError(f"{where}: mission {i}: task_ids[{i}]={task_id} is not a "
-                                     "user message of its segment")
+            raise BenchmarkDataError(f"{where}: mission {i}: task_ids[{i}]={brief(task_id)} is "
+                                     "not a user message of its segment")
         _check_graph(e.answer_list[i], f"{where}: mission {i}")
         nodes = tuple(_gold(a, f"{where}: mission {i}") for a in e.answer_list[i])
         missions.append(Mission(index=i, task=e.task[i], type=types[i],
@@ -282,6 +290,7 @@ def load_dialogues(path: str | Path, language: str = "en") -> list[Dialogue]:
     if language not in ("en", "zh"):
         raise BenchmarkDataError(f"MMTB language must be 'en' or 'zh', not {language!r}")
     file = data_file(path)
+    check_size(file, MAX_FILE_BYTES, "the MMTB data file")
     out: list[Dialogue] = []
     first_line: dict[str, int] = {}
     with file.open("rb") as fh:
@@ -294,13 +303,13 @@ def load_dialogues(path: str | Path, language: str = "en") -> list[Dialogue]:
             if not line.strip():
                 continue
             try:
-                raw = json.loads(line)
+                raw = parse_json(line, f"{file}:{n}", "one JSON dialogue per line")
             except json.JSONDecodeError as err:
                 raise BenchmarkDataError(f"{file}:{n} is not JSON ({err})") from None
             dialogue = parse_entry(raw, language, f"{file}:{n}")
             if dialogue.id in first_line:
-                raise BenchmarkDataError(f"{file}:{n}: dialogue id {dialogue.id!r} is already "
-                                         f"used on line {first_line[dialogue.id]}; ids must be "
+                raise BenchmarkDataError(f"{file}:{n}: dialogue id {brief(dialogue.id)} is "
+                                         f"already used on line {first_line[dialogue.id]}; ids must be "
                                          "unique")
             first_line[dialogue.id] = n
             out.append(dialogue)

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
+from edv_ray.commands import resume_command
 from edv_ray.methods import steps
 from edv_ray.methods.edv import banks
 from edv_ray.methods.edv.config import INFER_STAGE, NAME, EDVConfig
@@ -34,7 +37,7 @@ def run(ctx, e: EDVConfig) -> None:
             ctx.console.print(
                 f"[yellow]epoch {epoch}: {len(unfinished)} task(s) unfinished "
                 f"(e.g. {unfinished[0]}) after infrastructure errors; stopping before "
-                f"inference — continue with `edv run --resume {ctx.run_dir}`[/]")
+                f"inference — continue with `{escape(resume_command(ctx.run_dir))}`[/]")
             ctx.unfinished.extend(unfinished)
             return
         info = banks.freeze(ctx.run_dir / "memory", banks.snapshot_dir(ctx.run_dir, epoch),
@@ -57,7 +60,7 @@ def _from_source(ctx, e: EDVConfig, test) -> None:
                     key=lambda p: int(p.parent.name.removeprefix("epoch=")))
     matrix = epochs[-1] if epochs and read_rows(epochs[-1]) else None
     if matrix is None and e.routing != "fixed":
-        ctx.console.print(f"[yellow]memory_from {ctx.cfg.memory_from}: it stored no EDV Ability "
+        ctx.console.print(f"[yellow]memory_from {escape(str(ctx.cfg.memory_from))}: it stored no EDV Ability "
                           "Matrix; routing falls back to the prior[/]")
     solvers = infer(ctx, e, 0, test, matrix_from=matrix)
     contaminate_and_infer(ctx, e, 0, test, solvers)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
+from edv_ray.commands import resume_command
 from edv_ray.methods import steps
 from edv_ray.methods.reasoning_bank.config import (EXECUTE, INFER, LEARN, NAME, STREAM,
                                                    STREAM_MATTS, ReasoningBankConfig)
@@ -77,7 +80,7 @@ def stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epo
         if bad:
             ctx.unfinished.extend(bad)
             ctx.console.print(f"[yellow]reasoning_bank: task {i}/{len(ordered)} unfinished; the "
-                              f"stream stops here — continue with `edv run --resume {ctx.run_dir}`[/]")
+                              f"stream stops here — continue with `{escape(resume_command(ctx.run_dir))}`[/]")
             return bad
     return []
 

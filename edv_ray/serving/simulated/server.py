@@ -7,13 +7,17 @@ run) answers the same. :class:`SimulatedServer` runs it as a child process behin
 serving protocol (start / info / healthy / stop), like the llama.cpp and vLLM engines.
 
 Run by hand: ``python -m edv_ray.serving.simulated.server --spec SPEC.json --port 8000``
-(SPEC: ``{"served_name", "profile", "benchmarks"}``).
+(SPEC: ``{"served_name", "profile", "benchmarks"}``). With ``EDV_ENGINE_API_KEY`` set in its
+environment it requires that key on every request (``Authorization: Bearer``; HTTP 401
+otherwise); the spec file never holds it.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
+import os
 import sys
 import time
 import uuid
@@ -30,6 +34,7 @@ from edv_ray.serving.simulated.stages import StageAnswers
 from edv_ray.serving.simulated.world import World
 
 ACTING_ROLES = ("agent", "user_sim")
+KEY_ENV = "EDV_ENGINE_API_KEY"  # where the engine process reads its API key
 
 
 def parse_tag(user_field: str | None) -> dict[str, str]:
@@ -99,8 +104,11 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 2048  # bursts of concurrent connects must not overflow the backlog
 
 
-def http_server(sim: Simulator, served_name: str, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def http_server(sim: Simulator, served_name: str, host: str = "127.0.0.1", port: int = 0,
+                api_key: str | None = None) -> ThreadingHTTPServer:
+    """``api_key``: every request must carry it as a bearer token (else 401)."""
     models = json.dumps({"object": "list", "data": [{"id": served_name, "object": "model"}]}).encode()
+    expected = f"Bearer {api_key}".encode() if api_key else None
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -119,13 +127,27 @@ def http_server(sim: Simulator, served_name: str, host: str = "127.0.0.1", port:
         def _error(self, code: int, message: str) -> None:
             self._send(code, json.dumps({"error": {"message": message, "type": "simulated"}}).encode())
 
+        def _refused(self) -> bool:
+            if expected is None:
+                return False
+            given = self.headers.get("Authorization", "").encode()
+            if hmac.compare_digest(given, expected):
+                return False
+            self.close_connection = True  # the body (if any) is left unread
+            self._error(401, "invalid API key")
+            return True
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path.rstrip("/").endswith("/models"):
                 return self._send(200, models)
             self._error(404, "not found")
 
         def do_POST(self) -> None:
             t0 = time.monotonic()
+            if self._refused():
+                return
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 return self._error(404, "not found")
@@ -146,13 +168,17 @@ def http_server(sim: Simulator, served_name: str, host: str = "127.0.0.1", port:
 
 
 class SimulatedServer(ProcessServer):
-    """The engine as a child process on a free loopback port (see ProcessServer)."""
+    """The engine as a child process on a free port (loopback; on a cluster its node's
+    address), requiring ``api_key`` when given (see ProcessServer)."""
 
     engine = "simulated"
+    key_env = KEY_ENV
 
     def __init__(self, server_id: str, model_name: str, served_name: str, profile: dict,
-                 benchmarks: list[dict] | None = None, log_dir: str | None = None) -> None:
-        super().__init__(server_id, model_name, served_name, log_dir=log_dir, ready_timeout_s=300.0)
+                 benchmarks: list[dict] | None = None, log_dir: str | None = None,
+                 host: str = "127.0.0.1", api_key: str | None = None) -> None:
+        super().__init__(server_id, model_name, served_name, log_dir=log_dir, host=host,
+                         ready_timeout_s=300.0, api_key=api_key)
         self.spec = {"served_name": served_name, "profile": profile, "benchmarks": benchmarks or []}
 
     def command(self, port: int) -> list[str]:
@@ -172,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     spec = json.loads(Path(args.spec).read_text())
     sim = Simulator(spec["profile"], spec.get("benchmarks"))
     sim.warm_up()
-    httpd = http_server(sim, spec.get("served_name", "simulated"), args.host, args.port)
+    httpd = http_server(sim, spec.get("served_name", "simulated"), args.host, args.port,
+                        api_key=os.environ.get(KEY_ENV) or None)
     print(f"simulated engine on http://{args.host}:{args.port}/v1", flush=True)
     httpd.serve_forever()
 
