@@ -21,6 +21,10 @@
                                --pool), intervals that know the task clustering, paired
                                comparisons with exact p and the detectable difference,
                                tokens on the same scope, validity checks (Markdown/CSV/PNG)
+  edv view RUN_DIR... | SWEEP_DIR [--host 127.0.0.1] [--port 8765] [--html OUT_DIR]
+                               a read-only local web viewer (Pass@1, Ability Matrix, every
+                               memory item with its votes and sources, every episode's
+                               transcript); --html writes a self-contained static export
   edv power CONFIG.yaml | RUN_DIR [--tasks N] [--trials T] [--task-icc R] [--agent-icc R]
                                the chance a planned experiment detects each planted difference
                                (a simulated profile's rates or a pilot run's), and the tasks ×
@@ -83,12 +87,42 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--allow-invalid", action="store_true",
                    help="compare runs whose validity checks failed (stated in the tables)")
     _power_parser(sub)
+    _view_parser(sub)
     v = sub.add_parser("validate", help="validate a config without running it")
     v.add_argument("config", nargs="?")
     from edv_ray.report.memory_audit_cli import add_parsers
 
     add_parsers(sub)  # edv audit RUN_DIR ... / edv audit-import RUN_DIR FILE.csv
     return p
+
+
+def _view_parser(sub) -> None:
+    w = sub.add_parser("view", help="a read-only local web viewer over runs (or --html: a static export)")
+    w.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run folders and/or sweep folders")
+    w.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    w.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    w.add_argument("--html", metavar="OUT_DIR", help="write a self-contained static export there and exit")
+    w.add_argument("--max-episodes", type=int, default=2000,
+                   help="with --html: episode pages exported per run (default: 2000)")
+
+
+def _view(args, console) -> int:
+    """``edv view``: serve the viewer, or with ``--html`` write the static export."""
+    from edv_ray.config import ConfigError
+
+    if args.html:
+        from edv_ray.view.export import export_html
+
+        index = export_html(args.paths, Path(args.html), max_episodes=max(0, args.max_episodes))
+        console.print(f"wrote {escape(str(index))}", markup=True)
+        return 0
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port}: not a port number")
+    from edv_ray.view.app import serve
+
+    serve(args.paths, host=args.host, port=args.port,
+          echo=lambda text: console.print(text, markup=False, highlight=False))
+    return 0
 
 
 def _power_parser(sub) -> None:
@@ -135,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "compare":
             return _compare(args, console)
+        if args.cmd == "view":
+            return _view(args, console)
         if args.cmd == "power":
             from edv_ray.power.run import run_power
 

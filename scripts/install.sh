@@ -6,6 +6,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${EDV_VENV:-.venv}
 STAMP="$VENV/.edv-installed"
+# Debian's chromium and its driver for the `edv view` browser tests (Selenium drives them;
+# nothing is downloaded by Selenium). Checked on every call, before the stamp's early exit:
+# two `command -v`, so a machine that has them pays nothing. apt-get as root, or through
+# `sudo -n` (no password prompt); else a warning (the browser tests then skip, except under
+# CI, where they fail).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  AS_ROOT=()
+  [[ "$(id -u)" == 0 ]] || AS_ROOT=(sudo -n)
+  if command -v apt-get >/dev/null 2>&1 && "${AS_ROOT[@]}" true 2>/dev/null; then
+    echo "[install] chromium and chromium-driver (apt, for the edv view browser tests)"
+    { "${AS_ROOT[@]}" apt-get update -q &&
+      "${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends chromium chromium-driver; } >/dev/null ||
+      echo "[install] WARNING: apt-get could not install chromium / chromium-driver;" \
+        "the browser tests will skip (and fail under CI)" >&2
+  else
+    echo "[install] WARNING: no chromium / chromedriver, and no root + apt-get to install them" \
+      "(sudo apt-get install chromium chromium-driver); the browser tests will skip" \
+      "(and fail under CI)" >&2
+  fi
+fi
 if [[ -f "$STAMP" && "$STAMP" -nt pyproject.toml && "$STAMP" -nt scripts/install.sh ]]; then
   exit 0
 fi

@@ -24,7 +24,8 @@ LAYERS = [
     ("runtime", ["edv_ray.runtime"]),
     ("methods", ["edv_ray.methods"]),
     ("top", ["edv_ray.report", "edv_ray.pipeline", "edv_ray.sweep", "edv_ray.validation",
-             "edv_ray.cli", "edv_ray.interrupts", "edv_ray.power", "edv_ray.testing"]),
+             "edv_ray.cli", "edv_ray.interrupts", "edv_ray.power", "edv_ray.testing",
+             "edv_ray.view"]),
 ]
 
 

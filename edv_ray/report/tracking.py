@@ -17,8 +17,10 @@ A sweep variant is grouped: ``RUN_DIR/axes.json`` (``{"_sweep_id": ..., axis: va
 gives the W&B ``group`` and extra config keys. A resume that accepted changed settings
 adds ``settings_number`` and ``settings_changes`` to the config (and the number to the
 summary; :mod:`edv_ray.results.settings_history`). At the end the report tables, the report
-PNGs (``RUN_DIR/report/*.png``) and a summary are logged. W&B ids, steps across resumes
-and many runs in one process (a sweep's parallel variants): :mod:`.wandb_session`.
+PNGs (``RUN_DIR/report/*.png``) and a summary are logged, and a finished run's experiences
+(provenance, votes) and a seeded sample of its episodes as W&B Tables
+(:mod:`.wandb_tables`). W&B ids, steps across resumes and many runs in one process (a
+sweep's parallel variants): :mod:`.wandb_session`.
 
 Never fails or slows a run: every W&B call runs on one background thread of the driver
 (``wandb.init`` included), updates queued while it is busy collapse into one, and the
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from edv_ray.config import RunConfig
-from edv_ray.report import wandb_session
+from edv_ray.report import wandb_session, wandb_tables
 
 FINISH_WAIT_S = 120.0  # the most the driver waits at the end for W&B to write its files
 
@@ -312,6 +314,14 @@ class Tracker:
         self._snapshot({"progress/batches": self._batches, "progress/stages_done": self._stages})
         logged, summary = end_payload(tables or {})
         logged.update(report_images(self.run_dir))
+        if tables is not None:  # a finished run: its experiences and sampled episodes
+            try:
+                data, counts = wandb_tables.run_tables(self.run_dir, seed=self.cfg.seed)
+                logged.update(data)
+                summary.update(counts)
+            except Exception as err:  # the tables are skipped, the rest is still logged
+                self._warn_once("tables", f"W&B: experience / episode tables skipped "
+                                          f"({type(err).__name__}: {str(err)[:200]})")
         if logged:
             self._session.log(logged)
         summary["last_stage"] = self._last_stage
@@ -339,6 +349,9 @@ def log_run(cfg: RunConfig, run_id: str, run_dir: Path, tables: dict) -> None:
     try:
         logged, summary = end_payload(tables)
         logged.update(report_images(run_dir))
+        data, counts = wandb_tables.run_tables(run_dir, seed=cfg.seed)
+        logged.update(data)
+        summary.update(counts)
         if logged:
             session.log(logged)
         session.run.summary.update(summary)
