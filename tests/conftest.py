@@ -12,7 +12,6 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import pytest
 
 from edv_ray.testing.helpers import tau2_tasks
-from edv_ray.testing.scripted_server import DEFAULT_CONTEXT
 
 
 @pytest.fixture(scope="session")
@@ -39,13 +38,5 @@ def scripted(ray_session):
 
 @pytest.fixture
 def server(scripted):
-    scripted.mode = "gold"
-    scripted.agent_modes.clear()
-    scripted.delay_s = 0.0
-    scripted.clear_faults()
-    scripted.scripts.clear()
-    scripted.required_key = None
-    scripted.max_model_len = DEFAULT_CONTEXT
-    scripted.props_n_ctx = None
-    scripted.requests.clear()
+    scripted.reset()
     return scripted

@@ -44,11 +44,12 @@ def settings_of(cfg: RunConfig) -> dict[str, Any]:
     return data
 
 
-def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+def flat_fields(d: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{dotted.field: value}`` (empty mappings kept as values)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flat_fields(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -61,7 +62,7 @@ def is_free(field: str) -> bool:
 def episode_changes(old: dict, new: dict) -> list[dict]:
     """[{field, old, new}] for every field that differs and changes episodes (a field
     missing on one side is ``None`` there)."""
-    a, b = _flat(old), _flat(new)
+    a, b = flat_fields(old), flat_fields(new)
     return [{"field": k, "old": a.get(k), "new": b.get(k)} for k in sorted(a.keys() | b.keys())
             if a.get(k) != b.get(k) and not is_free(k)]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edv_ray.config import ConfigError, RunConfig, load_config
+from edv_ray.results.settings_history import flat_fields
 from edv_ray.sweep.grid import Variant
 
 VARIANTS, SUMMARY = "variants.json", "summary.json"
@@ -50,20 +51,10 @@ def started(folder: Path, run_id: str) -> bool:
     return (run_dir(folder, run_id) / "config.yaml").is_file()
 
 
-def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def changed_keys(old: dict, new: dict) -> list[str]:
     """Dotted keys whose values differ (compared as JSON)."""
-    a = _flat(json.loads(json.dumps(old, default=str)))
-    b = _flat(json.loads(json.dumps(new, default=str)))
+    a = flat_fields(json.loads(json.dumps(old, default=str)))
+    b = flat_fields(json.loads(json.dumps(new, default=str)))
     return sorted(k for k in a.keys() | b.keys() if a.get(k, _MISSING) != b.get(k, _MISSING))
 
 

@@ -171,6 +171,20 @@ class ScriptedServer:
         with self._lock:
             self._faults.clear()
 
+    def reset(self) -> None:
+        """Back to a fresh server's behaviour (gold replay, no faults, scripts, key or
+        delay, the default context), its request log emptied: one server, many tests."""
+        self.mode = "gold"
+        self.agent_modes.clear()
+        self.delay_s = 0.0
+        self.clear_faults()
+        self.scripts.clear()
+        self.required_key = None
+        self.max_model_len = DEFAULT_CONTEXT
+        self.props_n_ctx = None
+        self.usage = None
+        self.requests.clear()
+
     def add_script(self, role: str, script: Script) -> None:
         """Answer requests of ``role`` (from the tag) with ``script(request, tag)``."""
         self.scripts[role] = script

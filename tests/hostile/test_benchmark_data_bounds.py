@@ -26,6 +26,7 @@ from edv_ray.envs.mind2web.scores import load_scores
 from edv_ray.envs.mmtb import data as mmtb_data
 from edv_ray.envs.mmtb.data import DATA_FILE, load_dialogues
 from edv_ray.testing.helpers import scripted_config
+from tests.hostile.test_mind2web_inputs import _config as _m2w_config
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SPLIT = "test_website"
@@ -67,16 +68,6 @@ def _m2w_folder(tmp_path: Path) -> Path:
     folder = tmp_path / "m2w"
     shutil.copytree(FIX / "mind2web", folder, ignore=shutil.ignore_patterns("official"))
     return folder
-
-
-def _m2w_config(tmp_path: Path, folder: Path) -> str:
-    cfg = scripted_config("http://127.0.0.1:9/v1", tmp_path, agents=[
-        {"name": "a", "model": "scripted", "prompt_strategy": "text_tools"}],
-        roles={"user_simulator": None})
-    cfg["benchmark"] = {"name": "mind2web", "data_dir": str(folder), "split": SPLIT}
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return str(path)
 
 
 def _mmtb_config(tmp_path: Path, content: bytes) -> tuple[str, Path]:

@@ -63,23 +63,31 @@ def _leaks(root: Path, secret: str, skip: Path) -> list[str]:
             and secret.encode() in p.read_bytes()]
 
 
+def refused_everywhere(cfg: dict, secret: str, field: str, tmp_path: Path, capsys) -> list[str]:
+    """`edv validate`, `edv run` and `edv sweep` of ``cfg`` each exit 2 with one line that
+    names ``field`` and never ``secret``; nothing is left holding it. The lines."""
+    path = Path(write_yaml(tmp_path / "cfg.yaml", cfg))
+    sweep = Path(write_yaml(tmp_path / "sweep.yaml", {"sweep_id": "s", "base": "cfg.yaml",
+                                                      "output_dir": str(tmp_path / "sweeps"),
+                                                      "axes": {"seed": [1, 2]}}))
+    lines = []
+    for cmd in (["validate", str(path)], ["run", "--no-progress", str(path)], ["sweep", str(sweep)]):
+        assert main(cmd) == 2, cmd
+        out = capsys.readouterr()
+        lines.append(one_line(out.err))
+        assert field in lines[-1] and secret not in out.out + out.err, lines[-1]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "sweeps").exists()
+    assert _leaks(tmp_path, secret, skip=path) == []
+    return lines
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_credential_in_config_is_refused_and_never_echoed(name, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     make, secret, field = CASES[name]
-    path = Path(write_yaml(tmp_path / "cfg.yaml", make(tmp_path)))
-    sweep = Path(write_yaml(tmp_path / "sweep.yaml", {"sweep_id": "s", "base": "cfg.yaml",
-                                                      "output_dir": str(tmp_path / "sweeps"),
-                                                      "axes": {"seed": [1, 2]}}))
-    for cmd in (["validate", str(path)], ["run", "--no-progress", str(path)], ["sweep", str(sweep)]):
-        assert main(cmd) == 2, (name, cmd)
-        out = capsys.readouterr()
-        line = one_line(out.err)
-        assert field in line and secret not in out.out + out.err, line
+    for line in refused_everywhere(make(tmp_path), secret, field, tmp_path, capsys):
         if "api_key_env" not in field:
             assert "api_key_env" in line  # where the key belongs
-    assert not (tmp_path / "runs").exists() and not (tmp_path / "sweeps").exists()
-    assert _leaks(tmp_path, secret, skip=path) == []
 
 
 def test_names_and_ordinary_urls_pass(tmp_path):

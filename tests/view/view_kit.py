@@ -82,17 +82,7 @@ def _agent(server):
 
 
 def _reset(server) -> None:
-    from edv_ray.testing.scripted_server import DEFAULT_CONTEXT
-
-    server.mode = "gold"
-    server.agent_modes.clear()
-    server.delay_s = 0.0
-    server.clear_faults()
-    server.scripts.clear()
-    server.required_key = None
-    server.max_model_len = DEFAULT_CONTEXT
-    server.props_n_ctx = None
-    server.requests.clear()
+    server.reset()
 
 
 def view_config(base_url: str, out: Path) -> dict:
