@@ -20,6 +20,7 @@ from edv_ray.view.sql import (
     clamp_page,
     count,
     ensure_views,
+    episode_index,
     literal,
     once,
     pages,
@@ -28,24 +29,22 @@ from edv_ray.view.sql import (
     stage_filter,
 )
 
+# through sql.episode_index's temp tables (each episode's latest attempt; who retrieved what)
 _LATEST = """
 SELECT episode_id, stage, method, epoch, agent, domain, task_id, trial, status, success, reward
-FROM episode_attempts WHERE list_contains(?, episode_id) {stages}
-QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
+FROM view_latest WHERE episode_id IN (SELECT unnest(?::VARCHAR[])) {stages}
 """
 
 
 _GROUP = """
-SELECT episode_id FROM episode_attempts
+SELECT episode_id FROM view_latest
 WHERE stage = 'execute' AND epoch = ? AND domain = ? AND task_id = ? AND list_contains(?, agent)
-QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
 ORDER BY agent, trial, episode_id
 """
 
 
 _RETRIEVERS = """
-SELECT stage, episode_id, attempt FROM episode_attempts WHERE list_contains(retrieved_item_ids, ?)
-QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
+SELECT stage, episode_id, attempt FROM view_retrievals WHERE item_id = ?
 """
 
 
@@ -53,6 +52,7 @@ def episodes_by_id(con, ids: list[str]) -> dict[str, dict]:
     ids = [i for i in dict.fromkeys(ids) if i]
     if not ids:
         return {}
+    episode_index(con)
     return {r["episode_id"]: r for r in rows(con, _LATEST.format(stages=stage_filter(con, ids)), [ids])}
 
 
@@ -131,6 +131,7 @@ def _edv_provenance(con, item: dict, out: dict) -> list[str]:
             roles[e] = "supporting"
         for e in c.get("rejected_episode_ids") or []:
             roles[e] = "contrasted (rejected)"
+    episode_index(con)
     for r in runs:  # the group's other runs (``group`` names its agents)
         for e in rows(con, _GROUP, [r["epoch"], r["domain"], r["task_id"], list(r.get("group") or [])]):
             roles.setdefault(e["episode_id"], "in the group")
@@ -171,6 +172,7 @@ def retrieval(con, item: dict, page: int = 1, per_page: int = PER_PAGE) -> dict:
     method's scored episodes in its domain that retrieved it vs those that did not."""
     page, per_page = clamp_page(page, per_page)
     iid = item["item_id"]
+    episode_index(con)
     # the latest attempt of each episode that retrieved it (attempts of an episode are
     # given the same memory): filtered first, so only those rows are ranked
     # keys first (the few columns the filter needs), then only the page's rows whole

@@ -83,6 +83,27 @@ def once(con, name: str, sql: str) -> list[tuple]:
     return con.execute(f"SELECT * FROM {name}").fetchall()
 
 
+_LATEST_ATTEMPTS = """
+    SELECT episode_id, stage, method, epoch, agent, domain, task_id, trial, status, success,
+           reward, attempt, retrieved_item_ids
+    FROM episode_attempts
+    QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1"""
+
+
+def episode_index(con) -> None:
+    """Two temp tables made on first use, so an item's page looks episodes up instead of
+    scanning every segment (the views read the files listed at connect: they cannot
+    change): ``view_latest`` (each episode's latest attempt: keys and grade) and
+    ``view_retrievals`` (item id → the episodes whose latest attempt retrieved it)."""
+    if not _exists(con, "view_latest"):
+        con.execute("CREATE OR REPLACE TEMP TABLE view_latest AS "
+                    f"SELECT * EXCLUDE (retrieved_item_ids) FROM ({_LATEST_ATTEMPTS})")
+    if not _exists(con, "view_retrievals"):
+        con.execute("CREATE OR REPLACE TEMP TABLE view_retrievals AS SELECT DISTINCT item_id, "
+                    "stage, episode_id, attempt FROM (SELECT unnest(retrieved_item_ids) AS item_id, "
+                    f"stage, episode_id, attempt FROM ({_LATEST_ATTEMPTS}))")
+
+
 def count(con, sql: str, params=()) -> int:
     """``SELECT count(*) ...`` answered once per query and parameters on a connection
     (a list's total: every page of it asks the same)."""
