@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from edv_ray.config import ConfigError, RunConfig
+from edv_ray.results.parquet_io import write_text_atomic
 
 HISTORY = "settings_history.json"
 
@@ -162,12 +162,7 @@ def record(cfg: RunConfig, run_dir: str | Path, changes: list[dict]) -> dict | N
 
 
 def _write(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=str))
 
 
 def wandb_config(run_dir: str | Path) -> dict[str, Any]:

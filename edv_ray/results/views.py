@@ -46,7 +46,7 @@ CREATE OR REPLACE MACRO wilson_high(s, n) AS CASE WHEN n = 0 THEN NULL ELSE
 """
 
 
-def _literal(value: str) -> str:
+def sql_literal(value: str) -> str:
     """A SQL string literal (views cannot take bound parameters)."""
     return "'" + str(value).replace("'", "''") + "'"
 
@@ -139,7 +139,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     register_table(con, "routing_matrix", run_dir / "routing_matrix", ROUTING_MATRIX_SCHEMA,
                    ["method", "epoch"])
     register_table(con, "uses", run_dir / "uses", USES_SCHEMA, ["method"])
-    stages = ", ".join(_literal(s) for s in matrix_stages) or "''"
+    stages = ", ".join(sql_literal(s) for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS
         SELECT * FROM episode_attempts
@@ -147,7 +147,7 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     """)
     only_used = "" if matrix_method is None else (
         " AND episode_id IN (SELECT episode_id FROM uses WHERE method = "
-        + _literal(matrix_method) + ")")
+        + sql_literal(matrix_method) + ")")
     if matrix_max_epoch is not None:
         only_used += f" AND epoch <= {int(matrix_max_epoch)}"
     con.execute(f"""

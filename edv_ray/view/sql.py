@@ -7,6 +7,8 @@ import math
 
 import duckdb
 
+from edv_ray.results.views import sql_literal as literal
+
 PER_PAGE = 50
 
 _PARTS = {
@@ -68,11 +70,6 @@ def ensure_views(con) -> None:
                   "NULL::VARCHAR AS host_item_id WHERE false")]
     con.execute("CREATE OR REPLACE TEMP VIEW view_items AS "
                 + " UNION ALL BY NAME ".join(f"SELECT * FROM ({p})" for p in parts))
-
-
-def literal(value) -> str:
-    """A SQL string literal (for a hive partition's value, so DuckDB prunes its files)."""
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def once(con, name: str, sql: str) -> list[tuple]:
