@@ -48,7 +48,6 @@ import json
 import random
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import httpx
@@ -57,8 +56,6 @@ import litellm
 import openai
 
 from edv_ray.config import Sampling
-from edv_ray.llm.transport import Transport, request
-from edv_ray.llm.usage import read_usage
 from edv_ray.llm.breaker import (
     BreakerRegistry,
     BreakerWaitExpired,
@@ -66,21 +63,18 @@ from edv_ray.llm.breaker import (
     backoff_delay,
     is_connection_failure,
 )
+# the call's data and where it goes live apart (importing them loads no HTTP client);
+# they are re-exported here, the one module callers import
+from edv_ray.llm.calls import (CallContext, CallLedger, CallRecord, Completion,  # noqa: F401
+                               EndpointUnavailable, EpisodeDeadlineExceeded, LLMCallError,
+                               request_fingerprint)
+from edv_ray.llm.endpoints import (Endpoint, served_keys, set_api_base_resolver,  # noqa: F401
+                                   set_served_key)
+from edv_ray.llm.transport import Transport, request
+from edv_ray.llm.usage import read_usage
 
 litellm.suppress_debug_info = True
 litellm.drop_params = True
-
-
-class EpisodeDeadlineExceeded(RuntimeError):
-    """The episode ran past its time budget (an infrastructure error, not an agent failure)."""
-
-
-class LLMCallError(RuntimeError):
-    """A model call failed after its retries (the original error is chained)."""
-
-
-class EndpointUnavailable(LLMCallError):
-    """The endpoint's circuit breaker stayed open for as long as the call could wait."""
 
 
 _NOT_TRANSIENT = (
@@ -100,168 +94,128 @@ def is_transient(err: BaseException) -> bool:
                             httpx2.TransportError))
 
 
-# ---- live re-routing -------------------------------------------------------------------
-_RESOLVERS: dict[str, Callable[[], str | None]] = {}
-_RESOLVERS_LOCK = threading.Lock()
-
-
-def set_api_base_resolver(api_base: str, resolver: Callable[[], str | None] | None) -> None:
-    """Route every call of endpoints configured with ``api_base`` to ``resolver()`` (asked
-    once per attempt; ``None`` from it means "use the configured URL"). ``resolver=None``
-    removes the route. Process-wide: the episode threads of a worker all see it."""
-    with _RESOLVERS_LOCK:
-        if resolver is None:
-            _RESOLVERS.pop(api_base, None)
-        else:
-            _RESOLVERS[api_base] = resolver
-
-
-# ---- keys of self-served engines -------------------------------------------------------
-_SERVED_KEYS: dict[str, str] = {}  # first URL of a self-served server → its engine's key
-
-
-def set_served_key(api_base: str, key: str | None) -> None:
-    """The key the self-served engine first at ``api_base`` requires (``None`` removes it).
-    Held in this process's memory only: the driver registers it when it starts the
-    engines, workers when they fetch it from the run's ``RunState`` actor."""
-    with _RESOLVERS_LOCK:
-        if key is None:
-            _SERVED_KEYS.pop(api_base, None)
-        else:
-            _SERVED_KEYS[api_base] = key
-
-
-def served_keys(api_bases) -> dict[str, str]:
-    """The registered keys of these first URLs (for handing on to workers)."""
-    with _RESOLVERS_LOCK:
-        return {u: _SERVED_KEYS[u] for u in api_bases if u in _SERVED_KEYS}
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """How litellm reaches one model (a served replica or an external endpoint)."""
-
-    model_name: str  # the config's model name
-    litellm_model: str  # e.g. openai/qwen2.5-coder-0.5b-instruct
-    api_base: str | None = None
-    api_key_env: str | None = None
-
-    def api_key(self) -> str:
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise LLMCallError(f"environment variable {self.api_key_env} is not set")
-            return key
-        with _RESOLVERS_LOCK:  # a self-served engine's per-run key (see set_served_key)
-            served = _SERVED_KEYS.get(self.api_base or "")
-        return served or "sk-edv-local"  # a keyless server still needs some key sent
-
-    def resolve_api_base(self) -> str | None:
-        """The URL to use for the next attempt (see :func:`set_api_base_resolver`)."""
-        with _RESOLVERS_LOCK:
-            fn = _RESOLVERS.get(self.api_base or "")
-        live = fn() if fn is not None else None
-        return live or self.api_base
-
-
-@dataclass(frozen=True)
-class CallContext:
-    run_id: str
-    stage: str
-    role: str
-    agent: str
-    domain: str = ""
-    task_id: str = ""
-    trial: int = 0
-    episode_id: str = ""
-    epoch: int = 0
-    # a stage prompt's evidence (transcript characters whole / kept, final states whole);
-    # None for calls without transcripts (see prompts.budget.Evidence)
-    evidence_chars: int | None = None
-    evidence_kept: int | None = None
-    evidence_final_kept: bool | None = None
-
-    def tag(self) -> str:
-        return "|".join(["edv", self.role, self.agent, self.domain, self.task_id,
-                         str(self.trial), self.episode_id])
-
-
-@dataclass
-class CallRecord:
-    run_id: str
-    stage: str
-    role: str
-    agent: str
-    model: str
-    task_id: str
-    trial: int
-    episode_id: str
-    epoch: int
-    prompt_tokens: int | None  # None: the server's count was missing or not a count
-    completion_tokens: int | None
-    latency_s: float
-    attempts: int
-    ok: bool
-    error: str | None
-    started_at: float
-    seed: int | None = None  # the sampling seed the request carried
-    request_hash: str = ""  # a fingerprint of the request (model, messages, sampling, tools)
-    evidence_chars: int | None = None
-    evidence_kept: int | None = None
-    evidence_final_kept: bool | None = None
-    usage_invalid: bool = False  # the server's usage was not a valid count (llm.usage)
-
-
-def request_fingerprint(kwargs: dict[str, Any]) -> str:
-    """What the model was asked, hashed (the tag naming the episode excluded): two agents
-    that send equal fingerprints on the same task asked the same thing."""
-    import hashlib
-    import json
-
-    keys = ("model", "messages", "temperature", "top_p", "max_tokens", "seed", "tools",
-            "response_format")
-    blob = json.dumps([kwargs.get(k) for k in keys], sort_keys=True, default=str)
-    return hashlib.sha1(blob.encode()).hexdigest()[:16]
-
-
-@dataclass
-class Completion:
-    content: str | None
-    tool_calls: list[dict[str, Any]]  # [{"id", "name", "arguments": str}]
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    finish_reason: str | None = None
-    # a thinking model's reasoning, split out by the server's reasoning parser (litellm's
-    # ``reasoning_content``); agents send it back on later turns as the chat template expects
-    reasoning: str | None = None
-
-
-@dataclass
-class CallLedger:
-    """Thread-safe list of call records for one episode or one stage step."""
-
-    records: list[CallRecord] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, rec: CallRecord) -> None:
-        with self._lock:
-            self.records.append(rec)
-
-    def rows(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [asdict(r) for r in self.records]
-
-    def tokens(self, role: str | None = None) -> tuple[int, int]:
-        with self._lock:
-            recs = [r for r in self.records if role is None or r.role == role]
-        # known counts only (an invalid usage is null on its call row, see llm.usage)
-        return (sum(r.prompt_tokens or 0 for r in recs),
-                sum(r.completion_tokens or 0 for r in recs))
-
-
 class _CallFailed(Exception):
     """Internal: stop retrying with this final error (already typed for the caller)."""
+
+
+class _Call:
+    """One call's attempts: the request, its clock and the rows and errors it ends with."""
+
+    def __init__(self, client: "LLMClient", endpoint: Endpoint, kwargs: dict[str, Any],
+                 ctx: CallContext, ledger: CallLedger | None, sampling: Sampling,
+                 deadline: float | None) -> None:
+        self.client, self.endpoint, self.kwargs = client, endpoint, kwargs
+        self.ctx, self.ledger, self.sampling, self.deadline = ctx, ledger, sampling, deadline
+        self.started, self.t0 = time.time(), time.monotonic()
+        self.attempts = 0
+        self.wait_until = self.t0 + client.outage_wait_s
+        if deadline is not None:
+            self.wait_until = min(self.wait_until, deadline)
+
+    def record(self, ok: bool, err: str | None, pt: int | None = 0, ct: int | None = 0,
+               usage_invalid: bool = False) -> None:
+        if self.ledger is None:
+            return
+        ctx = self.ctx
+        self.ledger.add(CallRecord(
+            run_id=ctx.run_id, stage=ctx.stage, role=ctx.role, agent=ctx.agent,
+            model=self.endpoint.model_name, task_id=ctx.task_id, trial=ctx.trial,
+            episode_id=ctx.episode_id, epoch=ctx.epoch, prompt_tokens=pt,
+            completion_tokens=ct, latency_s=time.monotonic() - self.t0,
+            attempts=self.attempts, ok=ok, error=err, started_at=self.started,
+            seed=self.sampling.seed, request_hash=request_fingerprint(self.kwargs),
+            evidence_chars=ctx.evidence_chars, evidence_kept=ctx.evidence_kept,
+            evidence_final_kept=ctx.evidence_final_kept, usage_invalid=usage_invalid,
+        ))
+
+    def _who(self) -> str:
+        return (f"{self.endpoint.model_name} ({self.ctx.role}/{self.ctx.agent}) failed after "
+                f"{self.attempts} attempt(s)")
+
+    def failed(self, err: BaseException, why: str = "") -> _CallFailed:
+        self.record(False, f"{type(err).__name__}: {err}"[:500])
+        final = LLMCallError(f"{self._who()}: {type(err).__name__}: {str(err)[:300]}{why}")
+        final.__cause__ = err
+        return _CallFailed(final)
+
+    def out_of_time(self, msg: str, cause: BaseException | None = None) -> _CallFailed:
+        self.record(False, msg)
+        final = EpisodeDeadlineExceeded(msg)
+        final.__cause__ = cause
+        return _CallFailed(final)
+
+    def unavailable(self, detail: str, cause: BaseException | None) -> _CallFailed:
+        where = ("the episode deadline"
+                 if self.deadline is not None and self.wait_until >= self.deadline
+                 else f"outage_wait_s={self.client.outage_wait_s:g}")
+        msg = f"{self._who()}: {detail}; stopped waiting at {where}"
+        self.record(False, msg[:500])
+        final = EndpointUnavailable(msg)
+        final.__cause__ = cause
+        return _CallFailed(final)
+
+    def run(self, api_key: str, resolver: Callable[[Endpoint], str | None] | None) -> Any:
+        """Attempts until an answer, or the :class:`_CallFailed` that ends the call."""
+        client, deadline = self.client, self.deadline
+        retries, last_err = 0, None
+        while True:
+            api_base = (resolver(self.endpoint) if resolver is not None
+                        else None) or self.endpoint.resolve_api_base()
+            breaker = client.breakers.get(api_base)
+            try:
+                mode = breaker.acquire(self.wait_until, slice_s=client.probe_interval_s)
+            except BreakerWaitExpired as exc:
+                raise self.unavailable(str(exc), last_err) from None
+            if mode == "again":
+                continue  # re-resolve the URL, then wait on (maybe another) breaker
+            probe = mode == "probe"
+            bound = client.timeout_s
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if probe:
+                        breaker.release_probe()
+                    if breaker.is_open:  # the outage, not the episode, is the story
+                        raise self.unavailable(breaker.describe(), last_err)
+                    raise self.out_of_time("episode time budget exhausted", last_err)
+                bound = min(bound, left)
+            self.attempts += 1
+            try:
+                resp = request(self.kwargs, api_base, api_key, bound, client.transport)
+            except (KeyboardInterrupt, SystemExit):
+                if probe:
+                    breaker.release_probe()  # never leave the breaker without a prober
+                raise
+            except Exception as err:  # noqa: BLE001 - classified below
+                last_err = err
+                if isinstance(err, WallClockTimeout) and bound < client.timeout_s:
+                    if probe:
+                        breaker.release_probe()
+                    if breaker.is_open:
+                        raise self.unavailable(breaker.describe(), err) from None
+                    raise self.out_of_time("episode time budget exhausted during a model call "
+                                           f"({err})", err) from None
+                if is_connection_failure(err):
+                    if breaker.failure(f"{type(err).__name__}: {err}", probe):
+                        continue  # open: wait for the endpoint, spend no retry
+                else:
+                    breaker.success(probe)  # it answered, if with an error
+                if not is_transient(err):
+                    raise self.failed(err) from None
+                retries += 1
+                if retries > client.max_retries:
+                    raise self.failed(err) from None
+                delay = client.backoff(retries)
+                if time.monotonic() + delay - self.t0 > client.retry_budget_s:
+                    raise self.failed(err, f" (retry budget {client.retry_budget_s:g} s spent)") \
+                        from None
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    raise self.failed(err, " (no time left before the episode deadline)") \
+                        from None
+                time.sleep(delay)
+                continue
+            breaker.success(probe)
+            return resp
 
 
 class LLMClient:
@@ -318,116 +272,15 @@ class LLMClient:
             kwargs["tool_choice"] = "auto"
         if response_format is not None:
             kwargs["response_format"] = response_format
-        started, t0 = time.time(), time.monotonic()
-        attempts = 0
-
-        def record(ok: bool, err: str | None, pt: int | None = 0, ct: int | None = 0,
-                   usage_invalid: bool = False) -> None:
-            if ledger is not None:
-                ledger.add(CallRecord(
-                    run_id=ctx.run_id, stage=ctx.stage, role=ctx.role, agent=ctx.agent,
-                    model=endpoint.model_name, task_id=ctx.task_id, trial=ctx.trial,
-                    episode_id=ctx.episode_id, epoch=ctx.epoch, prompt_tokens=pt,
-                    completion_tokens=ct, latency_s=time.monotonic() - t0,
-                    attempts=attempts, ok=ok, error=err, started_at=started,
-                    seed=sampling.seed, request_hash=request_fingerprint(kwargs),
-                    evidence_chars=ctx.evidence_chars, evidence_kept=ctx.evidence_kept,
-                    evidence_final_kept=ctx.evidence_final_kept, usage_invalid=usage_invalid,
-                ))
-
-        def failed(err: BaseException, why: str = "") -> _CallFailed:
-            record(False, f"{type(err).__name__}: {err}"[:500])
-            final = LLMCallError(
-                f"{endpoint.model_name} ({ctx.role}/{ctx.agent}) failed after {attempts} "
-                f"attempt(s): {type(err).__name__}: {str(err)[:300]}{why}")
-            final.__cause__ = err
-            return _CallFailed(final)
-
-        def out_of_time(msg: str, cause: BaseException | None = None) -> _CallFailed:
-            record(False, msg)
-            final = EpisodeDeadlineExceeded(msg)
-            final.__cause__ = cause
-            return _CallFailed(final)
-
-        def unavailable(breaker, detail: str, cause: BaseException | None) -> _CallFailed:
-            where = ("the episode deadline" if deadline is not None and wait_until >= deadline
-                     else f"outage_wait_s={self.outage_wait_s:g}")
-            msg = (f"{endpoint.model_name} ({ctx.role}/{ctx.agent}) failed after {attempts} "
-                   f"attempt(s): {detail}; stopped waiting at {where}")
-            record(False, msg[:500])
-            final = EndpointUnavailable(msg)
-            final.__cause__ = cause
-            return _CallFailed(final)
-
-        wait_until = t0 + self.outage_wait_s
-        if deadline is not None:
-            wait_until = min(wait_until, deadline)
-        retries, last_err = 0, None
+        call = _Call(self, endpoint, kwargs, ctx, ledger, sampling, deadline)
         try:
-            while True:
-                api_base = (api_base_resolver(endpoint) if api_base_resolver is not None
-                            else None) or endpoint.resolve_api_base()
-                breaker = self.breakers.get(api_base)
-                try:
-                    mode = breaker.acquire(wait_until, slice_s=self.probe_interval_s)
-                except BreakerWaitExpired as exc:
-                    raise unavailable(breaker, str(exc), last_err) from None
-                if mode == "again":
-                    continue  # re-resolve the URL, then wait on (maybe another) breaker
-                probe = mode == "probe"
-                bound = self.timeout_s
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        if probe:
-                            breaker.release_probe()
-                        if breaker.is_open:  # the outage, not the episode, is the story
-                            raise unavailable(breaker, breaker.describe(), last_err)
-                        raise out_of_time("episode time budget exhausted", last_err)
-                    bound = min(bound, left)
-                attempts += 1
-                try:
-                    resp = request(kwargs, api_base, api_key, bound, self.transport)
-                except (KeyboardInterrupt, SystemExit):
-                    if probe:
-                        breaker.release_probe()  # never leave the breaker without a prober
-                    raise
-                except Exception as err:  # noqa: BLE001 - classified below
-                    last_err = err
-                    if isinstance(err, WallClockTimeout) and bound < self.timeout_s:
-                        if probe:
-                            breaker.release_probe()
-                        if breaker.is_open:
-                            raise unavailable(breaker, breaker.describe(), err) from None
-                        raise out_of_time("episode time budget exhausted during a model call "
-                                          f"({err})", err) from None
-                    if is_connection_failure(err):
-                        if breaker.failure(f"{type(err).__name__}: {err}", probe):
-                            continue  # open: wait for the endpoint, spend no retry
-                    else:
-                        breaker.success(probe)  # it answered, if with an error
-                    if not is_transient(err):
-                        raise failed(err) from None
-                    retries += 1
-                    if retries > self.max_retries:
-                        raise failed(err) from None
-                    delay = self.backoff(retries)
-                    if time.monotonic() + delay - t0 > self.retry_budget_s:
-                        raise failed(err, f" (retry budget {self.retry_budget_s:g} s spent)") \
-                            from None
-                    if deadline is not None and time.monotonic() + delay >= deadline:
-                        raise failed(err, " (no time left before the episode deadline)") \
-                            from None
-                    time.sleep(delay)
-                    continue
-                breaker.success(probe)
-                break
+            resp = call.run(api_key, api_base_resolver)
         except _CallFailed as stop:
             raise stop.args[0] from stop.args[0].__cause__
         choice = resp.choices[0]
         # the server's usage is input: checked, an invalid count stored as unknown (null)
         pt, ct, bad_usage = read_usage(getattr(resp, "usage", None))
-        record(True, None, pt, ct, bad_usage)
+        call.record(True, None, pt, ct, bad_usage)
         calls = [
             {"id": tc.id or f"call_{i}", "name": tc.function.name,
              "arguments": tc.function.arguments or "{}"}
@@ -435,7 +288,7 @@ class LLMClient:
         ]
         return Completion(
             content=choice.message.content, tool_calls=calls, prompt_tokens=pt or 0,
-            completion_tokens=ct or 0, latency_s=time.monotonic() - t0,
+            completion_tokens=ct or 0, latency_s=time.monotonic() - call.t0,
             finish_reason=getattr(choice, "finish_reason", None),
             reasoning=getattr(choice.message, "reasoning_content", None) or None,
         )

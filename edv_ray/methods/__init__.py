@@ -1,6 +1,5 @@
-"""Methods as plug-ins: see :mod:`edv_ray.methods.registry` (the protocol and registry)
-and :mod:`edv_ray.methods.steps` (the reusable steps methods compose)."""
+"""Methods as plug-ins: see :mod:`edv_ray.plugins` (the table of methods and the
+registry), :mod:`edv_ray.methods.registry` (the ``Method`` protocol) and
+:mod:`edv_ray.methods.steps` (the reusable steps methods compose).
 
-from edv_ray.methods.registry import Method, get_method, known_methods, register
-
-__all__ = ["Method", "get_method", "known_methods", "register"]
+Nothing is imported here, so a method's config module loads without the others."""

@@ -5,22 +5,28 @@ coherent-but-wrong memory hurts, on ONE frozen bank, paired:
 
 1. construction finishes and the method's bank is frozen (EDV: its last snapshot; RB:
    every agent's bank);
-2. per share s and per domain d with n clean items, ``round(s·n / (1 − s))`` clean
-   items are drawn (seeded) as *hosts*; each host gets a **wrong twin** — the same
+2. per share s, per domain d and per bank in it (EDV: the shared bank and each owner's
+   private bank; RB: each agent's bank) with n clean items, ``round(s·n / (1 − s))``
+   clean items are taken as *hosts*: the first ones of one seeded order of that bank's
+   items, the same order for every share, so the hosts (and their twins) of a larger
+   share contain those of a smaller one (nested); each host gets a **wrong twin** — the same
    situation (title, when to use), a rule that contradicts the domain's policy — written
    by a pool model (``contamination_writer``; role ``contaminator``), validated, retried;
    an answer that stays malformed falls back to a curated poison rule of the domain
    (``methods/poison/<domain>.yaml``), recorded as such. Twins sit where their host sits
    (EDV: the host's bank — shared, or its owner's private bank — and domain; RB: appended
    to the host's entry, among the entries retrieval can return), so they are retrieved by
-   the same queries. The share reached is the share asked ± half an item
-   per domain, in items for every method;
+   the same queries. The share is counted, in items for every method, per solver and
+   domain over what that solver reads (EDV: the shared bank plus its own private bank;
+   RB: the agent's own bank): the share asked ± one item;
 3. inference runs on the clean bank and on each contaminated copy with the same tasks,
    seeds and solvers; the contaminated runs' results are labelled
    ``<method>+poison@<s>`` in ``method_results`` (a paired comparison with ``<method>``).
 
 Every twin is listed in ``contamination/method=M/<condition>.parquet`` with its host,
-domain and the counts behind the share; ``contamination_use`` gives, per method and
+domain and the domain's counts; ``contamination_exposure/method=M/<condition>.parquet``
+holds, per solver and domain, the counts behind its share (the ``contamination_share``
+view, one row per solver: ``owner``); ``contamination_use`` gives, per method and
 condition, how many inference episodes retrieved poison and the Pass@1 of both groups.
 
 **memory_from** (``memory_from: RUN_DIR``): inference uses the memory built by another
@@ -55,6 +61,12 @@ ITEMS_SCHEMA = pa.schema([
     ("title", _S), ("rule", _S), ("source", _S),  # model | curated
     ("n_clean", pa.int64()), ("n_poison", pa.int64()), ("share_reached", pa.float64()),
 ])
+# per (solver, domain): the items of the banks that solver reads, clean and poison
+EXPOSURE_SCHEMA = pa.schema([
+    ("run_id", _S), ("method", _S), ("condition", _S), ("share_asked", pa.float64()),
+    ("domain", _S), ("reader", _S), ("n_clean", pa.int64()), ("n_poison", pa.int64()),
+    ("share_reached", pa.float64()), ("curated_fallbacks", pa.int64()),
+])
 TWIN_SCHEMA = pa.schema([
     ("twin_id", _S), ("method", _S), ("domain", _S), ("host_item_id", _S), ("title", _S),
     ("when_to_use", _S), ("rule", _S), ("source", _S), ("writer", _S), ("error", _S),
@@ -81,7 +93,9 @@ def n_poison(n_clean: int, share: float) -> int:
 
 @dataclass(frozen=True)
 class Host:
-    """A clean item that gets a wrong twin; ``where`` says where the method keeps it."""
+    """A clean item that gets a wrong twin; ``where`` says where the method keeps it
+    (``where["owner"]``: the private bank's owner; absent or None: a bank every solver
+    of the method reads — EDV's shared bank, or the one agent's bank of ReasoningBank)."""
 
     domain: str
     item_id: str
@@ -92,18 +106,30 @@ class Host:
     where: dict = field(default_factory=dict, hash=False, compare=False)
 
 
+def owner_of(h: Host) -> str:
+    return (h.where or {}).get("owner") or ""
+
+
 def pick_hosts(clean: dict[str, list[Host]], share: float, seed: int, method: str
                ) -> dict[str, list[Host]]:
-    """Per domain, the hosts of ``share`` (seeded; every clean item at most once while
-    the share needs fewer twins than there are clean items)."""
+    """Per domain and per bank in it (:func:`owner_of`), the hosts of ``share``: the
+    first ``n_poison`` items of a seeded order of the bank's items that does not depend
+    on the share, so a larger share's hosts contain a smaller one's. The order is one
+    permutation, followed by fresh ones only when the share needs more twins than there
+    are clean items (every item is a host once before any is a host twice)."""
     out = {}
     for domain, items in sorted(clean.items()):
-        items = sorted(items, key=lambda h: h.item_id)
-        n = n_poison(len(items), share)
-        rng = random.Random(f"{seed}|{method}|{share}|{domain}|hosts")
         picks: list[Host] = []
-        while len(picks) < n:
-            picks += rng.sample(items, min(len(items), n - len(picks)))
+        for owner in sorted({owner_of(h) for h in items}):
+            bank = sorted((h for h in items if owner_of(h) == owner), key=lambda h: h.item_id)
+            n = n_poison(len(bank), share)
+            rng = random.Random(f"{seed}|{method}|{domain}|{owner}|hosts")
+            order: list[Host] = []
+            while len(order) < n:
+                perm = list(bank)
+                rng.shuffle(perm)
+                order += perm
+            picks += order[:n]
         out[domain] = picks
     return out
 
@@ -240,9 +266,36 @@ def run_twin_job(job_json: str, client) -> dict[str, Any]:
     return {"job_id": job.job_id, "status": "ok", "source": row["source"]}
 
 
-def record(run_dir: Path, method: str, share: float, rows: list[dict]) -> None:
+def record(run_dir: Path, method: str, share: float, rows: list[dict],
+           exposure: list[dict] | None = None) -> None:
+    """The share's poison items and, per solver, its exposure (:func:`exposure_rows`)."""
+    if exposure is not None:
+        write_rows_atomic(exposure, Path(run_dir) / "contamination_exposure" / f"method={method}"
+                          / f"{condition(share)}.parquet", EXPOSURE_SCHEMA)
     write_rows_atomic(rows, Path(run_dir) / "contamination" / f"method={method}"
                       / f"{condition(share)}.parquet", ITEMS_SCHEMA)
+
+
+def _placed_owner(p: dict) -> str:
+    return "" if p.get("bank") == "shared" else (p.get("owner") or "")
+
+
+def exposure_rows(run_id: str, method: str, share: float, clean: dict[str, list[Host]],
+                  placed: list[dict], readers: list[str]) -> list[dict]:
+    """Per solver (``readers``) and domain: the clean and poison items of the banks it
+    reads — every bank without an owner, and its own private bank — and their share."""
+    out = []
+    for domain in sorted(set(clean) | {p["domain"] for p in placed}):
+        for r in sorted(set(readers)):
+            n_c = sum(owner_of(h) in ("", r) for h in clean.get(domain, []))
+            mine = [p for p in placed if p["domain"] == domain and _placed_owner(p) in ("", r)]
+            if n_c + len(mine) == 0:
+                continue
+            out.append(dict(run_id=run_id, method=method, condition=condition(share),
+                            share_asked=share, domain=domain, reader=r, n_clean=n_c,
+                            n_poison=len(mine), share_reached=len(mine) / (n_c + len(mine)),
+                            curated_fallbacks=sum(p.get("source") == "curated" for p in mine)))
+    return out
 
 
 def share_rows(run_id: str, method: str, share: float, clean: dict[str, list[Host]],
@@ -279,16 +332,28 @@ def add_views(con, run_dir) -> None:
 
     register_table(con, "contamination_items", Path(run_dir) / "contamination",
                    ITEMS_SCHEMA, ["method"])
+    register_table(con, "contamination_exposure", Path(run_dir) / "contamination_exposure",
+                   EXPOSURE_SCHEMA, ["method"])
     con.execute("""
         CREATE OR REPLACE VIEW contamination_share AS
-        -- the share's unit: a domain of the method's bank (EDV: shared + private items;
-        -- ReasoningBank: each agent's own bank, owner = the agent)
-        SELECT method, condition, domain, CASE WHEN bank = 'rb' THEN owner END AS owner,
-               any_value(share_asked) AS share_asked,
-               any_value(n_clean) AS n_clean, count(*) AS n_poison,
-               count(*) / (any_value(n_clean) + count(*)) AS share_reached,
-               count(*) FILTER (WHERE source = 'curated') AS curated_fallbacks
-        FROM contamination_items GROUP BY ALL ORDER BY method, condition, domain, owner
+        -- the share's unit: what one solver (owner) reads in one domain (EDV: the shared
+        -- bank and its own private bank; ReasoningBank: the agent's own bank)
+        SELECT * FROM (
+            SELECT method, condition, domain, reader AS owner, share_asked, n_clean,
+                   n_poison, share_reached, curated_fallbacks
+            FROM contamination_exposure
+            UNION ALL BY NAME
+            -- run folders recorded before per-solver exposure: per domain (RB: per agent)
+            SELECT method, condition, domain, CASE WHEN bank = 'rb' THEN owner END AS owner,
+                   any_value(share_asked) AS share_asked,
+                   any_value(n_clean) AS n_clean, count(*) AS n_poison,
+                   count(*) / (any_value(n_clean) + count(*)) AS share_reached,
+                   count(*) FILTER (WHERE source = 'curated') AS curated_fallbacks
+            FROM contamination_items i
+            WHERE NOT EXISTS (SELECT 1 FROM contamination_exposure x
+                              WHERE x.method = i.method AND x.condition = i.condition)
+            GROUP BY ALL
+        ) ORDER BY method, condition, domain, owner
     """)
     con.execute("""
         CREATE OR REPLACE VIEW contamination_use AS

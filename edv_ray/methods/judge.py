@@ -18,7 +18,8 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from edv_ray.methods.jobbase import JobBase
-from edv_ray.methods.registry import INFERENCE, Method, register
+from edv_ray.methods.sections import JudgeConfig, check_judge as check
+from edv_ray.methods.registry import INFERENCE, PICK, Method, register
 
 NAME = "judge"
 KIND = "judge"
@@ -31,12 +32,6 @@ PICK_SCHEMA = pa.schema([
     ("picked_label", _S), ("picked_episode_id", _S), ("picked_agent", _S),
     ("picked_success", pa.bool_()), ("picked_reward", pa.float64()), ("error", _S),
 ])
-
-
-class JudgeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    retries: int = Field(2, ge=0, le=5)
 
 
 class JudgeAnswer(BaseModel):
@@ -67,11 +62,6 @@ def pick_path(run_dir, domain: str, task_id: str, trial: int) -> Path:
 
     name = task_file(task_id, domain).replace(".parquet", f".t{trial}.parquet")
     return Path(run_dir) / "judge_picks" / "epoch=0" / name
-
-
-def check(cfg, section: JudgeConfig) -> None:
-    if cfg.roles.judge is None:
-        raise ValueError("method judge needs roles.judge (the agent that picks an outcome)")
 
 
 def run(ctx, section: JudgeConfig) -> None:
@@ -211,4 +201,7 @@ register(Method(
                            picked_reward AS reward, picked_episode_id AS episode_id
                     FROM judge_picks""",
     phases={"eval": INFERENCE, KIND: INFERENCE},
+    scoring=PICK, report_order=20, judging_roles=("judge",),
+    report_tables=(("judge_accuracy", "Judge: pick accuracy vs oracle best-of-n",
+                    "SELECT * FROM judge_accuracy", ""),),
     summary="every pool model runs; an LLM judge picks one outcome (no rewards)"))

@@ -3,17 +3,12 @@ reported per model (agent), as in the paper's No-Memory rows."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from edv_ray.methods import steps
-from edv_ray.methods.registry import INFERENCE, Method, episode_results, register
+from edv_ray.methods.sections import NoMemoryConfig
+from edv_ray.methods.registry import INFERENCE, PER_AGENT, Method, episode_results, register
 
 NAME = "no_memory"
 STAGE = "eval"  # shared: Judge's candidate runs are these episodes
-
-
-class NoMemoryConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def run_pool_on_tests(ctx, method: str) -> tuple[dict, dict]:
@@ -30,4 +25,5 @@ def run(ctx, section: NoMemoryConfig) -> None:
 register(Method(
     name=NAME, config_cls=NoMemoryConfig, run=run, uses_train=False,
     results_sql=episode_results(NAME, STAGE),
-    phases={STAGE: INFERENCE}, summary="each pool model alone, no memory"))
+    phases={STAGE: INFERENCE}, scoring=PER_AGENT, baseline=1, report_order=0,
+    summary="each pool model alone, no memory"))

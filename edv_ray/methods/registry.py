@@ -6,30 +6,28 @@ optional pool checks, and the DuckDB views it adds — including the rows it con
 to ``method_results`` (what the method scored on each test task), the one table every
 method shares, so runs of any methods can be compared by one query.
 
-``pipeline``, ``config`` and ``runtime`` only ever go through this module. Adding a
-method = one module (+ its prompts) that calls :func:`register`, plus its module name
-in ``BUILTIN`` (or any module imported before the config is loaded).
+The table of methods (names, config sections as ``"module:Class"`` strings, ``BUILTIN``)
+and the registry itself live in :mod:`edv_ray.plugins` (base layer); ``register``,
+``known_methods``, ``get_method`` and ``BUILTIN`` are re-exported here. Adding a method =
+one module (+ its prompts) that calls :func:`register`, its pydantic-only config module,
+and its entry in ``plugins.METHODS`` / ``plugins.BUILTIN`` (or any module imported before
+the config is loaded).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pydantic import BaseModel
 
-BUILTIN = (
-    "edv_ray.methods.no_memory",
-    "edv_ray.methods.edv",
-    "edv_ray.methods.router",
-    "edv_ray.methods.judge",
-    "edv_ray.methods.reasoning_bank",
-)
+# the table of methods and the registry live in the base layer (configs validate method
+# sections without loading any method); re-exported here, where methods import them
+from edv_ray.plugins import BUILTIN, get_method, known_methods, register  # noqa: F401
 
-CONSTRUCTION, INFERENCE = "construction", "inference"
-AUDIT = "audit"  # instruments (EDV's poison votes): neither construction nor inference
-CONTAMINATION = "contamination"  # writing a contamination experiment's wrong twins
+# the phases a method's stages belong to (Method.phases), defined beside the table
+from edv_ray.plugins import AUDIT, CONSTRUCTION, CONTAMINATION, INFERENCE  # noqa: F401
+PER_AGENT, PICK = "per_agent", "pick"  # Method.scoring
 
 
 def episode_results(method: str, stage: str, label: str | None = None) -> str:
@@ -61,35 +59,47 @@ class Method:
     has_memory: bool = False  # supports contamination / memory_from
     memory_dir: str | None = None  # memory_from: the source run's folder this method reads
     summary: str = ""
+    # (section) → where the method learns from the benchmark's reward (graded outcomes):
+    # a tuple of parts, e.g. ("distill", "verify", "routing"); () = it never reads one
+    # (self-judged labels, a judge's pick and no memory are not the benchmark's reward)
+    reward_use: Callable[[Any], tuple[str, ...]] = field(default=lambda section: ())
+    # The facts the reports read (``report/`` names no method; it asks these):
+    # how method_results rows are scored — PER_AGENT (each agent × task × trial; the
+    # tables break it out per model) or PICK (one row per (task, trial), whichever agent)
+    scoring: str = "per_agent"
+    # rank as the comparison baseline (0 = preferred); None = never the baseline
+    baseline: int | None = None
+    # where its rows sit in every table (lower first; ties by name); paired comparisons
+    # are later − earlier
+    report_order: int = 100
+    # validity checks it contributes: (duckdb con, run_dir, section, name) → rows (dicts
+    # with name, ok, figure[, detail, method]); run for each of its instances in a run
+    validity_checks: tuple[Callable[[Any, Any, Any, str], list[dict]], ...] = ()
+    # (run_dir, section | None, name) → its memory items for the memory audit: dicts with
+    # item_id, bank, owner, domain, text, source_task_ids, source_episode_ids[, task_text]
+    audit_items: Callable[[Any, Any, str], list[dict]] | None = None
+    # (views the run has, name) → SQL of its experiences for the W&B ``experiences`` table
+    # (report/wandb_tables.py EXPERIENCE_COLUMNS less the retrieval ones); None: none
+    experience_sql: Callable[[set, str], str | None] | None = None
+    # tables it adds to the run report: (table, title, SQL of its rows, ORDER BY of the
+    # table); a table several methods add (each EDV instance) is their union
+    report_tables: tuple[tuple[str, str, str, str], ...] = ()
+    # the view of its verifiers' votes (columns approve, is_poison, supporting_all_failed):
+    # ``edv compare``'s approve rates; None = it has no votes
+    votes_view: str | None = None
+    # stage roles that judge runs from transcripts (the evidence check holds them to a
+    # minimum share of what they were shown)
+    judging_roles: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.scoring not in (PER_AGENT, PICK):
+            raise ValueError(f"method {self.name!r}: scoring must be {PER_AGENT!r} or {PICK!r}, "
+                             f"not {self.scoring!r}")
 
 
-_REGISTRY: dict[str, Method] = {}
-_loaded = False
+def reward_use(cfg, name: str) -> str:
+    """Where method ``name`` of run config ``cfg`` learns from the benchmark's reward, as
+    the report prints it (``none`` when it never reads one)."""
+    parts = get_method(name).reward_use(cfg.section(name))
+    return ", ".join(parts) if parts else "none"
 
-
-def register(method: Method) -> Method:
-    prev = _REGISTRY.get(method.name)
-    if prev is not None and prev is not method and prev.run is not method.run:
-        raise ValueError(f"method {method.name!r} is registered twice")
-    _REGISTRY[method.name] = method
-    return method
-
-
-def _load_builtin() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(module)
-
-
-def known_methods() -> dict[str, Method]:
-    _load_builtin()
-    return dict(_REGISTRY)
-
-
-def get_method(name: str) -> Method:
-    methods = known_methods()
-    if name not in methods:
-        raise KeyError(f"unknown method {name!r}; known: {sorted(methods)}")
-    return methods[name]

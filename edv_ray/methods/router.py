@@ -5,28 +5,15 @@ methods they are shared, not re-run."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
 from rich.markup import escape
 
 from edv_ray.commands import resume_command
 from edv_ray.methods import steps
-from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, Method, episode_results, register
+from edv_ray.methods.sections import RouterConfig, check_router as check
+from edv_ray.methods.registry import CONSTRUCTION, INFERENCE, PICK, Method, episode_results, register
 
 NAME = "router"
 STAGE = "route"
-
-
-class RouterConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    n_executors: int = Field(2, ge=1)  # group size per training task (as EDV's)
-    epochs: int = Field(1, ge=1, le=50)  # construction executions feeding the matrix
-
-
-def check(cfg, r: RouterConfig) -> None:
-    if r.n_executors > len(cfg.executor_names()):
-        raise ValueError(f"router.n_executors={r.n_executors} but only "
-                         f"{len(cfg.executor_names())} executors")
 
 
 def run(ctx, r: RouterConfig) -> None:
@@ -59,4 +46,6 @@ register(Method(
     name=NAME, config_cls=RouterConfig, run=run, check=check,
     results_sql=episode_results(NAME, STAGE),
     phases={"execute": CONSTRUCTION, STAGE: INFERENCE},
+    reward_use=lambda r: ("routing",),  # the Ability Matrix counts graded executions
+    scoring=PICK, report_order=30,
     summary="Ability-Matrix routing, no memory"))

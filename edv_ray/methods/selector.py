@@ -5,6 +5,7 @@ rule: highest success rate, 0.5 prior for an empty cell. A cell that only ever e
 (infrastructure failures, no finished attempt) is marked and ranks below every other
 cell: errors say nothing about ability. When no candidate has a finished attempt on
 the task type (an unseen type), the domain's row decides; else the prior.
+``random_solver``: the no-Ability-Matrix ablation's seeded draw per task.
 """
 
 from __future__ import annotations
@@ -37,3 +38,16 @@ def select_solver(by_type: dict[str, Cell], by_domain: dict[str, Cell], candidat
             return solver, basis, score, n
     solver, score, n = _pick(by_type, candidates, prior)
     return solver, "prior", score, n
+
+
+def random_solver(candidates: list[str], seed: int, domain: str, task_id: str) -> str:
+    """``routing: random`` (no Ability Matrix): a candidate drawn per task, the draw keyed
+    by (seed, domain, task id) — the same task gets the same solver in every epoch and on
+    resume, and the candidates' order does not matter."""
+    import hashlib
+
+    if not candidates:
+        raise ValueError("no candidate solvers")
+    pool = sorted(candidates)
+    digest = hashlib.sha256(f"{seed}\x1f{domain}\x1f{task_id}".encode()).digest()
+    return pool[int.from_bytes(digest[:8], "big") % len(pool)]

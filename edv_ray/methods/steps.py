@@ -20,7 +20,7 @@ from typing import Callable
 
 from rich.markup import escape
 
-from edv_ray.methods.selector import select_solver
+from edv_ray.methods.selector import random_solver, select_solver
 from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import ROUTING_SCHEMA
 from edv_ray.runtime.plan import make_spec, pending_specs
@@ -101,14 +101,16 @@ def record_uses(ctx, method: str, stage: str, epoch: int, specs: list, condition
 
 
 def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
-                fixed: str | None = None, matrix_from: Path | None = None) -> dict[Key, str]:
+                fixed: str | None = None, matrix_from: Path | None = None,
+                random_seed: int | None = None) -> dict[Key, str]:
     """The solver per test task: best Ability-Matrix cell of its task type, counted over
     the construction executions ``method`` itself used (``uses``) in epochs up to
     ``epoch`` (an evaluation never routes on later evidence); an unseen task type
     falls back to its domain's row, then to the prior. The matrix used is written to
     ``routing_matrix/method=M/epoch=E/part.parquet`` (the report prints it) and every
     decision to ``routing/method=M/epoch=E/part.parquet``. ``matrix_from``: route with a
-    stored matrix instead (``memory_from``: the source run's)."""
+    stored matrix instead (``memory_from``: the source run's). ``fixed``: that solver
+    for every task; ``random_seed``: an executor drawn per task (``random_solver``)."""
     from edv_ray.results.parquet_io import read_rows
     from edv_ray.results.schema import ROUTING_MATRIX_SCHEMA
     from edv_ray.results.views import connect
@@ -143,6 +145,8 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
             tt = ctx.task_type(domain, task)
             if fixed:
                 choice = (fixed, "fixed", None, 0)
+            elif random_seed is not None:
+                choice = (random_solver(cands, random_seed, domain, task.id), "random", None, 0)
             else:
                 choice = select_solver(
                     {c["agent"]: _cell(c) for c in cells if c["level"] == "task_type" and c["key"] == tt},

@@ -1,6 +1,7 @@
 """The views every registered method adds to a run's DuckDB connection:
 ``method_results`` (what each method scored on each test task), ``admitted``,
-``method_pass_at_1``, ``token_use`` and the memory-experiment views. Called by
+``method_pass_at_1``, ``token_use``, ``items_injected``, ``method_reward_use`` and the
+memory-experiment views. Called by
 :func:`edv_ray.results.views.connect` (found by name: methods sit above results)."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def add_method_views(con, run_dir: Path) -> None:
     schema = pa.schema([("method", pa.string()), ("stage", pa.string()), ("phase", pa.string())])
     con.register("_method_phases", pa.Table.from_pylist(phases, schema=schema))
     add_contamination_views(con, run_dir)
+    add_reward_use(con, run_dir)
     con.execute("""
         CREATE OR REPLACE VIEW method_pass_at_1 AS
         SELECT method, epoch, agent, domain, count(*) AS n,
@@ -42,6 +44,30 @@ def add_method_views(con, run_dir: Path) -> None:
         FROM method_results GROUP BY ALL ORDER BY method, epoch, agent, domain
     """)
     con.execute(TOKEN_USE)
+    con.execute(ITEMS_INJECTED)
+
+
+def add_reward_use(con, run_dir: Path) -> None:
+    """``method_reward_use(method, learns_from_reward)``: where each method the run lists
+    learns from the benchmark's reward (:func:`edv_ray.methods.registry.reward_use` of its
+    section: ``distill, verify, routing``, ``routing``, or ``none``); no rows when the
+    folder has no readable config.yaml."""
+    import pyarrow as pa
+
+    from edv_ray.config import ConfigError, load_config
+    from edv_ray.methods.registry import reward_use
+
+    rows = []
+    path = Path(run_dir) / "config.yaml"
+    try:
+        cfg = load_config(path) if path.is_file() else None
+    except (ConfigError, OSError, ValueError):
+        cfg = None
+    if cfg is not None:
+        rows = [{"method": n, "learns_from_reward": reward_use(cfg, n)} for n in cfg.method_names()]
+    schema = pa.schema([("method", pa.string()), ("learns_from_reward", pa.string())])
+    con.register("_method_reward_use", pa.Table.from_pylist(rows, schema=schema))
+    con.execute("CREATE OR REPLACE VIEW method_reward_use AS SELECT * FROM _method_reward_use")
 
 
 # The episodes each method used (``uses``), one row per (method, condition, episode):
@@ -59,6 +85,20 @@ WITH u AS (
 SELECT u.used_by, u.condition, u.memory_key, s.n_methods > 1 AS shared, e.*
 FROM u JOIN episodes e ON e.episode_id = u.episode_id
 JOIN sharing s ON s.episode_id = u.episode_id
+"""
+
+# Memory items injected into each scored episode, per method (and condition) and epoch —
+# one unit for every method (EDV's k counts items, ReasoningBank's k past tasks, each
+# bringing all its items): the mean and the largest number an episode received, and how
+# many episodes received any.
+ITEMS_INJECTED = """
+CREATE OR REPLACE VIEW items_injected AS
+SELECT m.method, m.epoch, count(*) AS episodes,
+       count(*) FILTER (WHERE len(coalesce(e.retrieved_item_ids, [])) > 0) AS with_items,
+       avg(len(coalesce(e.retrieved_item_ids, []))) AS mean_items,
+       max(len(coalesce(e.retrieved_item_ids, []))) AS max_items
+FROM method_results m JOIN episodes e ON e.episode_id = m.episode_id
+GROUP BY ALL ORDER BY m.method, m.epoch
 """
 
 # Tokens per method × condition × phase × stage × role: an episode's calls (every

@@ -11,9 +11,9 @@ Per planted task type (the profile's own typing of the config's test tasks):
 - ``edv``: the routed agent's base rate plus the memory shift of ``retrieval_k`` items
   from the shared bank (capped by ``max_items``): k·(s·gain_correct − (1 − s)·harm_wrong),
   s = P(an item is correct | admitted to the shared bank) over the seeded groups (uniform
-  executor groups, distillers outside them), their outcome patterns (contrast-only when
-  ``require_contrast``), the writer's P(correct) and every verifier's approval (its own
-  run failed, it wrote the item);
+  executor groups, distillers outside them), their outcome patterns (those the contrast
+  gate passes when ``require_contrast``: 1/0 rewards, so graded = binary), the writer's
+  P(correct) and every verifier's approval (its own run failed, it wrote the item);
 - ``reasoning_bank``: per executor, its base rate plus ``retrieval_k`` × min(n_items, 3)
   items of its own bank, correct with (1 − m)·P(correct | own run) + m·``mislabeled``,
   m = P(its self-judge's label contradicts the outcome).
@@ -32,6 +32,7 @@ import itertools
 from edv_ray.config import ConfigError, RunConfig
 from edv_ray.power.model import Arm, Design, Method
 from edv_ray.serving.simulated import planted as P
+from edv_ray.validation.expect import gate_opens
 
 MODELLED = ("no_memory", "reasoning_bank", "judge", "router", "edv")
 RB_MAX_ITEMS = 3  # ReasoningBank extracts at most three items per run
@@ -155,7 +156,7 @@ class Profile:
             else:
                 distillers = sorted(set(cfg.roles.distillers or pool) - set(group))
             for outcomes in itertools.product((True, False), repeat=len(group)):
-                if e.require_contrast and len(set(outcomes)) < 2:
+                if not gate_opens(outcomes, e.model_dump()):
                     continue
                 prob = 1.0 / len(groups)
                 for a, ok in zip(group, outcomes):

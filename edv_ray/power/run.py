@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from edv_ray.config import ConfigError
+from edv_ray.report.method_facts import baselines
 from edv_ray.power.model import (
     TESTS,
     Design,
@@ -28,7 +29,6 @@ from edv_ray.power.model import (
     tasks_for_power,
 )
 
-BASELINES = ("reasoning_bank", "no_memory")
 EXACT_MAX_TASKS = 2000  # beyond: stats.sign_flip_test falls back to 200k × tasks Monte Carlo flips
 
 
@@ -87,7 +87,7 @@ def comparisons(methods: list[str], asked: list[str] | None) -> list[tuple[str, 
         raise ConfigError(f"only one method ({', '.join(methods)}): nothing to compare")
     if "edv" in methods:
         return [("edv", m) for m in methods if m != "edv"]
-    base = next((b for b in BASELINES if b in methods), methods[0])
+    base = next((b for b in baselines() if b in methods), methods[0])
     return [(m, base) for m in methods if m != base]
 
 

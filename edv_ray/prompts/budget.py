@@ -16,7 +16,12 @@ When the evidence does not fit, the **evidence rule** shortens it:
    final state (two thirds); the middle is replaced by a visible marker
    ``[… M chars elided …]``;
 3. only when the final states alone cannot fit is a final state cut (its end kept), and
-   the prompt says so in its record (``final_kept=False``; the run's validity check fails).
+   the prompt says so in its record (``final_kept=False``; the run's validity check fails);
+4. a prompt the measured shortening did not bring within the budget is shortened
+   further (the evidence budget halved, down to nothing); one that still does not fit
+   is returned *flagged* (``fits=False``, and ``final_kept=False`` in its record: the
+   server may cut or refuse it, so no final state is known to reach the model — the
+   ``evidence_kept`` validity check fails for it).
 
 Every fitted prompt is a :class:`FittedPrompt`: the text plus its :class:`Evidence`
 (characters kept / total, final states kept), which the stage jobs record with each
@@ -53,7 +58,8 @@ class Evidence:
 
     chars: int  # the transcripts, whole
     kept: int  # what the prompt holds of them
-    final_kept: bool  # every transcript's final state is whole
+    final_kept: bool  # every transcript's final state is whole (and the prompt fits)
+    fits: bool = True  # False: over the budget after every shortening (rule 4)
 
     @property
     def share(self) -> float:
@@ -190,4 +196,11 @@ def fit_prompt(render: Callable[[list[str]], str], parts: list[str], *, n_ctx: i
         shortened, evidence = shrink_parts(parts, budget)
         prompt = render(shortened)
         used = count_tokens(prompt)
+    while used > room and budget > 0:  # rule 4: the estimate missed; halve until it fits
+        budget //= 2
+        shortened, evidence = shrink_parts(parts, budget)
+        prompt = render(shortened)
+        used = count_tokens(prompt)
+    if used > room:  # flagged, never passed off as fitting
+        evidence = Evidence(evidence.chars, evidence.kept, False, fits=False)
     return FittedPrompt(prompt, evidence)

@@ -36,11 +36,11 @@ from edv_ray.report import compare_plots as plots
 from edv_ray.report import compare_tables as t
 from edv_ray.report.compare_md import AXIS_FIXED, CURVES, markdown
 from edv_ray.report.compare_tokens import token_tables
-from edv_ray.report.compare_units import PER_MODEL_METHODS, Scored
+from edv_ray.report.compare_units import Scored
 from edv_ray.results.parquet_io import write_text_atomic
 
 
-def compare_tables(con, epoch="last", baseline: str | None = None, per_model=PER_MODEL_METHODS,
+def compare_tables(con, epoch="last", baseline: str | None = None, per_model=None,
                    n_boot: int = 10_000, seed: int = 0, pool: bool = False) -> dict:
     """Every table of the comparison, as name → list of row dicts."""
     if n_boot < 1:
@@ -86,7 +86,7 @@ def out_folder(out_dir: str | Path) -> Path:
 
 
 def write_report(con, out_dir: str | Path, epoch="last", baseline: str | None = None,
-                 per_model=PER_MODEL_METHODS, n_boot: int = 10_000, seed: int = 0,
+                 per_model=None, n_boot: int = 10_000, seed: int = 0,
                  pool: bool = False, runs=(), notes=()) -> dict:
     """Write ``compare.md``, one CSV per non-empty table and the PNG plots into ``out_dir``;
     return the tables (name → rows). ``runs`` / ``notes``: from

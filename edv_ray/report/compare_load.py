@@ -163,12 +163,30 @@ def _token_use(con) -> pa.Table:
     return t
 
 
+VERIFICATION_SCHEMA = pa.schema([("method", pa.string()), ("votes", pa.int64()),
+                                 ("approvals", pa.int64()), ("votes_all_failed", pa.int64()),
+                                 ("approvals_all_failed", pa.int64())])
+
+
 def _verification(con) -> pa.Table:
-    return con.table("votes").filter("NOT is_poison").aggregate(
-        "count(*) AS votes, count(*) FILTER (WHERE approve) AS approvals, "
-        "count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed, "
-        "count(*) FILTER (WHERE supporting_all_failed AND approve) AS approvals_all_failed"
-    ).to_arrow_table()
+    """Per method with votes (``Method.votes_view``, its non-poison votes): votes,
+    approvals, and those whose supporting runs all failed."""
+    from edv_ray.report.method_facts import methods
+
+    have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() UNION ALL "
+                                      "SELECT table_name FROM duckdb_tables()").fetchall()}
+    parts = []
+    for name, m in methods().items():
+        if m.votes_view is None or m.votes_view not in have:
+            continue
+        t = con.table(m.votes_view).filter("NOT is_poison").aggregate(
+            "count(*) AS votes, count(*) FILTER (WHERE approve) AS approvals, "
+            "count(*) FILTER (WHERE supporting_all_failed) AS votes_all_failed, "
+            "count(*) FILTER (WHERE supporting_all_failed AND approve) AS approvals_all_failed"
+        ).to_arrow_table()
+        t = t.add_column(0, "method", pa.array([name] * t.num_rows, pa.string()))
+        parts.append(t.cast(VERIFICATION_SCHEMA))
+    return pa.concat_tables(parts) if parts else VERIFICATION_SCHEMA.empty_table()
 
 
 def _fingerprint(con) -> int | None:

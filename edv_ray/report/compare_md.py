@@ -4,7 +4,8 @@ its rows are, what was pooled, its scope and how its intervals were made."""
 from __future__ import annotations
 
 from edv_ray.report.compare_tables import pair_sentence
-from edv_ray.report.compare_units import ALL, fmt_cell
+from edv_ray.report.compare_units import ALL, fmt_cell, order_methods
+from edv_ray.report.method_facts import per_model_methods
 from edv_ray.report.stats import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS
 
 CURVES = {  # table name → (x axis key, plot title, x label); epoch comes from method_results
@@ -90,12 +91,33 @@ def _runs_md(tables: dict, groups, notes: list[str], pool: bool) -> list[str]:
         out += ["Each run is its own row (pass `--pool` to pool runs that differ only in "
                 "their seed).", ""]
     out += [f"**Note:** {n}" for n in notes] + ([""] if notes else [])
-    if tables["validity"]:
+    checks = [v for v in tables["validity"] if v["name"] != REWARD_USE]
+    if checks:
         out += ["### Validity checks", "",
                 md_table(["run", "check", "method", "ok", "figure", "detail"],
                          [[v["run"], v["name"], v["method"] or "–", v["ok"], v["figure"],
-                           v["detail"]] for v in tables["validity"]]), ""]
+                           v["detail"]] for v in checks]), ""]
     return out
+
+
+REWARD_USE = "reward_use"  # the validity rows that carry where a method learns from the reward
+
+
+def _reward_md(tables: dict) -> list[str]:
+    """Which rows learn from the benchmark's reward (each run's ``reward_use`` rows)."""
+    rows = [v for v in tables.get("validity", []) if v["name"] == REWARD_USE]
+    if not rows:
+        return []
+    rank = {m: i for i, m in enumerate(order_methods({v["method"] for v in rows}))}
+    rows.sort(key=lambda v: (v["run"], rank[v["method"]]))
+    return ["### Which rows learn from the benchmark's reward", "",
+            "Where each method learns from the benchmark's graded outcome, as it declares for "
+            "its config section: `distill` / `verify` — EDV's distiller / verifiers are shown "
+            "each run's grade; `routing` — an Ability Matrix of graded construction "
+            "executions picks the solver; `none` — it learns from no grade (self-judged "
+            "labels, a judge's pick, or nothing). A `+poison@S` row learns as its method.", "",
+            md_table(["run", "method", "learns from the reward"],
+                     [[v["run"], v["method"], v["figure"]] for v in rows]), ""]
 
 
 def _main_md(tables: dict, pngs: dict, n_boot: int) -> list[str]:
@@ -106,12 +128,13 @@ def _main_md(tables: dict, pngs: dict, n_boot: int) -> list[str]:
            "and task-clustered (Wilson at the effective sample size, episodes of one task "
            "correlated) when tasks repeat — shown by `(k tasks)`. `all (mean of domains)` is "
            "the mean of the domain scores (the paper's Avg.); `all (episode-pooled)` pools "
-           "every episode.", "", _wide(main, fmt_cell, pooled_all=True), ""]
+           "every episode.", "", _wide(main, fmt_cell, pooled_all=True), ""] + _reward_md(tables)
     base = next((r["baseline"] for r in main if r["baseline"]), None)
     if base and any(r["method"] != base for r in main):
         out += [f"### Difference to `{base}` (same run, same agent; pooled rows against pooled)",
                 "", (f"Cell: `diff [95% CI] p, paired tasks, detectable difference`. Paired "
-                     f"by task: bootstrap over tasks ({n_boot:,} resamples; within domains for "
+                     "by task: cluster-robust t interval over tasks (CR2 variance, "
+                     "Bell–McCaffrey df, at most 3 per differing task; within domains for "
                      f"`all`), shown from {MIN_PAIRED_TASKS} paired tasks and "
                      f"{MIN_DIFFERING_TASKS} that differ, else `too few tasks`; p: exact "
                      "two-sided sign-flip test (exact McNemar for one episode per task); "
@@ -219,7 +242,8 @@ def markdown(tables: dict, pngs: dict, groups, notes: list[str], epoch, n_boot: 
     head = ["# edv compare", "",
             f"{len(tables['runs']) or len(groups)} run(s), {len(groups)} row group(s). Scope "
             f"of every table: {scope}. Pass@1 = solved / scored episodes; errored episodes "
-            "count as failures. For per-model methods (" + ", ".join(per_model) + ") agent "
+            "count as failures. For per-model methods (" + ", ".join(
+                per_model_methods() if per_model is None else per_model) + ") agent "
             "`all` pools their agents (episodes of one task are one cluster).", ""]
     return "\n".join(head + _runs_md(tables, groups, notes, pool) + _main_md(tables, pngs, n_boot)
                      + _tokens_md(tables, scope) + _axes_md(tables, pngs)) + "\n"

@@ -2,7 +2,7 @@
 
 Every Pass@1 is solved / scored episodes (errors are failures) with n, the error count and
 its interval (:mod:`edv_ray.report.compare_units`). The only verdict printed is the paired
-comparison: the difference over the tasks both sides scored, its bootstrap interval (or
+comparison: the difference over the tasks both sides scored, its cluster-robust t interval (or
 "too few tasks"), the exact sign-flip / McNemar p and the difference detectable at 80 %
 power (:func:`edv_ray.report.stats.paired_comparison`).
 """
@@ -12,21 +12,22 @@ from __future__ import annotations
 from collections import defaultdict
 
 from edv_ray.config import ConfigError
-from edv_ray.report.compare_units import (ALL, BASELINES, PER_MODEL_METHODS, Scored, fmt_rate,
-                                          order_methods)
+from edv_ray.report.compare_units import ALL, Scored, fmt_rate, order_methods
+from edv_ray.report.method_facts import baselines
 from edv_ray.report.stats import PairedDiff, paired_comparison, pass_hat_k
 
 ALPHA = 0.05
 
 
 def pick_baseline(methods, baseline: str | None = None) -> str | None:
-    """``baseline`` (must be one of the methods), else ReasoningBank, else No-Memory."""
+    """``baseline`` (must be one of the methods), else the preferred declared baseline
+    present (``Method.baseline``: ReasoningBank, then No-Memory)."""
     if baseline is not None:
         if baseline not in methods:
             raise ConfigError(f"--baseline {baseline}: no such method in these runs "
                               f"(methods: {', '.join(methods) or 'none'})")
         return baseline
-    return next((b for b in BASELINES if b in methods), None)
+    return next((b for b in baselines() if b in methods), None)
 
 
 def baseline_agent(s: Scored, group: str, method: str, agent: str, base: str) -> str | None:
@@ -192,29 +193,32 @@ def _axis_value(v):
 
 def heterogeneity_table(s: Scored, votes: dict) -> list[dict]:
     """Pass@1 (mean of domain scores) per group and method against the sweep's axes, with
-    EDV's approve rate and P(approve | every supporting run failed) per group."""
+    the approve rate and P(approve | every supporting run failed) of each method with votes
+    (``votes``: :func:`votes_by_run`)."""
     keys = list(dict.fromkeys(k for g in s.groups for k in g.axes))
     if not keys:
         return []
     rows = []
     for g in sorted(s.groups, key=lambda g: [_sort_key(_axis_value(g.axes.get(k))) for k in keys]):
-        v = [sum(votes.get(r, (0, 0, 0, 0))[i] for r in g.runs) for i in range(4)]
         for method in s.group_methods(g.label):
             c = s.cell(g.label, method)
+            mine = [votes[(r, method)] for r in g.runs if (r, method) in votes]
+            v = [sum(x[i] for x in mine) for i in range(4)]
             rows.append({**{k: _axis_value(g.axes.get(k)) for k in keys}, "group": g.label,
                          "method": method, "runs": len(g.runs), **c,
-                         "approve_rate": _div(v[1], v[0]) if method == "edv" else None,
-                         "p_approve_given_failed": _div(v[3], v[2]) if method == "edv" else None})
+                         "approve_rate": _div(v[1], v[0]) if mine else None,
+                         "p_approve_given_failed": _div(v[3], v[2]) if mine else None})
     return rows
 
 
-def votes_by_run(con) -> dict[str, tuple[int, int, int, int]]:
-    """run → (votes, approvals, votes whose supporting runs all failed, their approvals)."""
+def votes_by_run(con) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+    """(run, method with votes) → (votes, approvals, votes whose supporting runs all
+    failed, their approvals), from the ``verification`` view (one row per run × method)."""
     if "verification" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
         return {}
-    rows = con.execute("SELECT run_id, votes, approvals, votes_all_failed, "
+    rows = con.execute("SELECT run_id, method, votes, approvals, votes_all_failed, "
                        "approvals_all_failed FROM verification").fetchall()
-    return {r[0]: tuple(int(x or 0) for x in r[1:]) for r in rows}
+    return {(r[0], r[1]): tuple(int(x or 0) for x in r[2:]) for r in rows}
 
 
 def _curve_row(g, method, x, c, other_axes: dict) -> dict:
@@ -223,7 +227,7 @@ def _curve_row(g, method, x, c, other_axes: dict) -> dict:
             "group": g.label, "x": x, **c}
 
 
-def curve_epoch(con, pool: bool, per_model=PER_MODEL_METHODS) -> list[dict]:
+def curve_epoch(con, pool: bool, per_model=None) -> list[dict]:
     """Pass@1 (mean of domain scores) per group, method and epoch (every epoch)."""
     epochs = sorted(e for (e,) in con.execute(
         "SELECT DISTINCT epoch FROM method_results WHERE epoch IS NOT NULL").fetchall())

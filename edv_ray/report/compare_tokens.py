@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from edv_ray.report.compare_units import ALL, Scored, order_methods, scored_sql
-
-RB_METHOD = "reasoning_bank"
+from edv_ray.report.method_facts import baselines
 USER_SIM_ROLES = ("user_sim",)
 PHASES = ("construction", "inference")
 
@@ -161,8 +160,9 @@ def token_tables(con, s: Scored) -> dict[str, list[dict]]:
                        total_per_solved_task=_div(total, d["solved"]),
                        inference_per_episode=_div(row["inference_tokens"], d["episodes"]))
             summary.append(row)
+    ref = baselines()[:1]  # the ``*_ratio_to_rb`` columns: to the preferred baseline
     for r in summary:
-        rb = next((x for x in summary if x["method"] == RB_METHOD and x["group"] == r["group"]), None)
+        rb = next((x for x in summary if x["method"] in ref and x["group"] == r["group"]), None)
         for f in ("construction", "inference", "total"):
             r[f"{f}_ratio_to_rb"] = _div(r[f"{f}_per_test_task"], rb[f"{f}_per_test_task"]) if rb else None
     return {"tokens": summary, "tokens_by_role": role_rows,

@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from edv_ray.config import ConfigError
+from edv_ray.report.method_facts import baselines, method_order, per_model_methods
 from edv_ray.report.stats import clustered_rate
 
-PER_MODEL_METHODS = ("no_memory", "reasoning_bank")
-METHOD_ORDER = ("no_memory", "reasoning_bank", "judge", "router", "edv")
-BASELINES = ("reasoning_bank", "no_memory")
 ALL = "all"  # a pooled domain / agent
 POOL_IGNORES = ("seed",)  # axes that --pool pools over (runs equal but for these)
 _GROUP_COLS = ("run_id", "method", "agent", "epoch", "domain", "task_id")
@@ -57,9 +55,22 @@ def counts(con, by: tuple[str, ...], epoch="last") -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+def __getattr__(name):
+    """``PER_MODEL_METHODS`` / ``METHOD_ORDER`` / ``BASELINES``: the registry's facts
+    (:mod:`edv_ray.report.method_facts`), read when asked so a method registered later
+    counts."""
+    facts = {"PER_MODEL_METHODS": per_model_methods, "METHOD_ORDER": method_order,
+             "BASELINES": baselines}
+    if name in facts:
+        return facts[name]()
+    raise AttributeError(name)
+
+
 def order_methods(methods) -> list[str]:
+    """Methods in report order (``Method.report_order``); labels no method registered
+    (a contaminated condition's ``method+condition``) after them, by name."""
     methods = set(methods)
-    known = [m for m in METHOD_ORDER if m in methods]
+    known = [m for m in method_order() if m in methods]
     return known + sorted(methods - set(known))
 
 
@@ -127,10 +138,10 @@ class Scored:
     """The task-level units of one epoch scope — (run, method, agent, domain, task) →
     n, successes, errors — and the cells over them."""
 
-    def __init__(self, con, epoch="last", per_model=PER_MODEL_METHODS, pool: bool = False):
+    def __init__(self, con, epoch="last", per_model=None, pool: bool = False):
         check_epoch(con, epoch)
         self.epoch = epoch
-        self.per_model = tuple(per_model)
+        self.per_model = tuple(per_model_methods() if per_model is None else per_model)
         self.groups = make_groups(con, pool)
         group_of = {r: g.label for g in self.groups for r in g.runs}
         self.units = counts(con, ("run_id", "method", "agent", "domain", "task_id"), epoch)

@@ -1,21 +1,30 @@
 """Memory-quality audit: an LLM rubric over a seeded sample of each method's bank items,
 a rating sheet for people, their scores imported back, and a summary with agreement.
 
-Items: EDV's shared and private banks (``RUN_DIR/memory``, :class:`MemoryBank`) and
-ReasoningBank's entries (``RUN_DIR/rb/bank``; item id ``<entry_id>:<index>``, as
-retrieval names them). Grounding context: the item's source task (what the agent saw:
-the RB entry's query, else the source episodes' ``observed_text``) and its source
-trajectories (EDV: the distiller's supporting episodes; RB: the entry's episodes), read
-from the run's episode Parquet.
+Items: what each method's retrieval can serve at the end of the run — EDV's final shared
+and private banks (``RUN_DIR/memory``, :class:`MemoryBank`) and, of ReasoningBank's
+entries (``RUN_DIR/rb/bank``; item id ``<entry_id>:<index>``, as retrieval names them),
+the latest entry of each (agent, domain, task), the only one its retrieval returns.
+Only items of one domain are audited (``domain``, default ``retail``: the paper's audit
+domain; ``None``: every domain). Grounding context: the item's source task (what the
+agent saw: the RB entry's query, else the source episodes' ``observed_text``) and its
+source trajectories (EDV: the distiller's supporting episodes; RB: the entry's
+episodes), read from the run's episode Parquet.
+
+Blind (:mod:`edv_ray.report.memory_audit_key`): the judge and the rating sheet see an
+opaque id per item, in a seeded shuffled order, and neither the method, the bank, the
+agent, an item id nor an episode id; the key is kept apart and joined when scores return.
 
 The judge answers a strict JSON rubric (:class:`RubricAnswer`: groundedness,
 actionability, specificity, noise_hallucination, potential_harm — integers 0–5, each
 with a rationale), retried; an answer that stays malformed (or a call that fails) is
 stored with ``parse_ok = false`` and no score, never a default one. Prompt:
-``edv_ray/report/prompts/memory_audit.v1.md``.
+``edv_ray/report/prompts/memory_audit.v2.md``.
 
-Files under ``RUN_DIR/audit/``: ``memory_audit.parquet`` (LLM scores), ``audit_calls.parquet``
-(its model calls), ``human_rating_sheet.csv`` (the same sample, score columns empty),
+Files under ``RUN_DIR/audit/``: ``memory_audit.parquet`` (LLM scores, joined with the key
+after scoring), ``audit_calls.parquet`` (its model calls), ``key/audit_key.json`` (the
+blinding key: not for raters), ``human_rating_sheet.csv`` (the same sample, blind, score
+columns empty),
 ``human_scores.parquet`` (imported ratings, one row per rater × item), ``summary.csv``.
 """
 
@@ -41,13 +50,15 @@ from edv_ray.llm.client import (
     LLMClient,
 )
 from edv_ray.prompts import fence, render_prompt
+from edv_ray.report.memory_audit_key import DEFAULT_DOMAIN, blind
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
-PROMPT = "memory_audit.v1"
+PROMPT = "memory_audit.v2"
 CRITERIA = ("groundedness", "actionability", "specificity", "noise_hallucination", "potential_harm")
 HIGHER_IS_BETTER = {"groundedness": True, "actionability": True, "specificity": True,
                     "noise_hallucination": False, "potential_harm": False}
-SHEET_COLUMNS = ("item_id", "method", "bank", "text", "source_task", *CRITERIA, "rater", "comment")
+# blind: ``item_id`` holds the opaque id; no method, bank or agent column
+SHEET_COLUMNS = ("item_id", "text", "source_task", *CRITERIA, "rater", "comment")
 MAX_TRAJECTORIES, TRAJECTORY_CHARS = 3, 4000
 
 
@@ -78,17 +89,18 @@ class AuditItem:
     episode_ids: list[str]
     task_text: str = ""
     trajectories: list[dict] = field(default_factory=list)
+    audit_id: str = ""  # the opaque id the judge and the raters see
 
 
 _S, _I = pa.string(), pa.int32()
 AUDIT_SCHEMA = pa.schema(
-    [("run_id", _S), ("item_id", _S), ("method", _S), ("bank", _S), ("owner", _S),
+    [("run_id", _S), ("audit_id", _S), ("item_id", _S), ("method", _S), ("bank", _S), ("owner", _S),
      ("domain", _S), ("source_task_ids", pa.list_(_S)), ("episode_ids", pa.list_(_S)),
      ("judge_model", _S), ("prompt", _S), ("seed", pa.int64()), ("parse_ok", pa.bool_()),
      ("attempts", _I), ("error", _S)]
     + [(c, _I) for c in CRITERIA] + [(f"{c}_rationale", _S) for c in CRITERIA]
     + [("audited_at", _S)])
-HUMAN_SCHEMA = pa.schema([("item_id", _S), ("method", _S), ("bank", _S), ("rater", _S)]
+HUMAN_SCHEMA = pa.schema([("audit_id", _S), ("item_id", _S), ("method", _S), ("bank", _S), ("rater", _S)]
                          + [(c, _I) for c in CRITERIA] + [("comment", _S), ("imported_at", _S)])
 
 
@@ -102,23 +114,47 @@ def audit_dir(run_dir: str | Path) -> Path:
 
 # ---- items and their provenance ----------------------------------------------------------
 def collect_items(run_dir: str | Path) -> list[AuditItem]:
-    """Every bank item of the run: EDV shared + private, RB entries' items."""
-    from edv_ray.memory import MemoryBank
-    from edv_ray.methods.reasoning_bank.store import render_item
+    """Every item the run's retrieval can serve, as each registered method declares them
+    (``Method.audit_items``, given the run's section of it — None when the run's config
+    lacks it or cannot be read): e.g. EDV's final shared + private banks, ReasoningBank's
+    retrievable entry items."""
+    from edv_ray.report.method_facts import methods
 
     run_dir, items = Path(run_dir), []
-    if (run_dir / "memory").is_dir():
-        for it in MemoryBank.load(run_dir / "memory"):
-            items.append(AuditItem(it.item_id, it.method or "edv", it.bank, it.owner, it.domain,
-                                   it.text, list(it.source_task_ids),
-                                   list(it.supporting_trajectory_ids)))
-    for path in sorted((run_dir / "rb" / "bank").rglob("*.parquet")):
-        for e in read_rows(path):
-            for i, item in enumerate(e.get("items") or []):
-                items.append(AuditItem(f"{e['entry_id']}:{i}", "reasoning_bank", "rb", e["agent"],
-                                       e["domain"], render_item(item), [e["task_id"]],
-                                       list(e.get("episode_ids") or []), task_text=e.get("query") or ""))
+    cfg = _run_config(run_dir)
+    for name, m in methods().items():
+        if m.audit_items is None:
+            continue
+        section = cfg.section(name) if cfg is not None and name in cfg.method_names() else None
+        for d in m.audit_items(run_dir, section, name):
+            items.append(AuditItem(d["item_id"], d.get("method") or name, d["bank"], d.get("owner"),
+                                   d.get("domain"), d["text"], list(d.get("source_task_ids") or []),
+                                   list(d.get("source_episode_ids") or []),
+                                   task_text=d.get("task_text") or ""))
     return items
+
+
+def _run_config(run_dir: Path):
+    """The run's config (None: none readable)."""
+    from edv_ray.config import ConfigError, load_config
+
+    try:
+        return load_config(run_dir / "config.yaml")
+    except (ConfigError, OSError, KeyError, ValueError):
+        return None
+
+
+def in_domain(items: list[AuditItem], domain: str | None, where: str | Path) -> list[AuditItem]:
+    """The items of ``domain`` (None: all); a domain the run's memory lacks is a ValueError
+    naming the domains it has."""
+    if domain is None:
+        return items
+    kept = [i for i in items if i.domain == domain]
+    if items and not kept:
+        have = ", ".join(sorted({str(i.domain) for i in items}))
+        raise ValueError(f"{where} holds no memory items of domain {domain!r} (its items' "
+                         f"domains: {have}); pick one with --domain, or --domain all")
+    return kept
 
 
 def sample_items(items: list[AuditItem], per_method: int, seed: int) -> list[AuditItem]:
@@ -181,16 +217,17 @@ def render_trajectory(row: dict, limit: int = TRAJECTORY_CHARS, env=None) -> str
 
 
 def build_prompt(it: AuditItem, env=None) -> str:
+    """The rubric prompt, blind: no method, bank, agent, item or episode id (runs are
+    numbered)."""
     blocks = []
-    for t in it.trajectories[:MAX_TRAJECTORIES]:
+    for n, t in enumerate(it.trajectories[:MAX_TRAJECTORIES], 1):
         outcome = "error" if t["success"] is None else ("success" if t["success"] else "failure")
-        blocks.append(f'<trajectory id="{fence(t["episode_id"])}" agent="{fence(t["agent"])}" '
-                      f'outcome="{outcome}">\n{fence(render_trajectory(t, env=env))}\n</trajectory>')
+        blocks.append(f'<trajectory n="{n}" outcome="{outcome}">\n'
+                      f'{fence(render_trajectory(t, env=env))}\n</trajectory>')
     if not blocks:
         blocks = ["(no source trajectory was found in the run)"]
-    return render_prompt("report", PROMPT, method=fence(it.method), bank=fence(it.bank),
-                         item=fence(it.text), task=fence(source_task(it) or "(unknown)"),
-                         trajectories="\n".join(blocks))
+    return render_prompt("report", PROMPT, item=fence(it.text),
+                         task=fence(source_task(it) or "(unknown)"), trajectories="\n".join(blocks))
 
 
 # ---- the LLM audit -----------------------------------------------------------------------
@@ -222,15 +259,15 @@ def score_item(it: AuditItem, client: LLMClient, endpoint: Endpoint, run_id: str
 
     binding = RoleBinding(endpoint=endpoint, sampling=sampling, json_mode=json_mode)
     ctx = CallContext(run_id=run_id, stage="memory_audit", role="auditor",
-                      agent=endpoint.model_name, domain=it.domain or "", task_id=it.item_id,
-                      episode_id=f"audit-{it.item_id}")
-    row = dict(item_id=it.item_id, method=it.method, bank=it.bank, owner=it.owner,
+                      agent=endpoint.model_name, domain=it.domain or "", task_id=it.audit_id,
+                      episode_id=f"audit-{it.audit_id}")  # sent as the request's `user`: blind
+    row = dict(audit_id=it.audit_id, item_id=it.item_id, method=it.method, bank=it.bank, owner=it.owner,
                domain=it.domain, source_task_ids=it.task_ids, episode_ids=it.episode_ids)
     try:
         answer, attempts, error = ask_json(json_caller(client, binding, ctx, ledger),
                                            build_prompt(it, env), RubricAnswer, retries)
     except LLMCallError as err:  # the endpoint failed: no score, the reason kept
-        attempts = sum(1 for r in ledger.rows() if r["task_id"] == it.item_id)
+        attempts = sum(1 for r in ledger.rows() if r["task_id"] == it.audit_id)
         answer, error = None, f"{type(err).__name__}: {str(err)[:300]}"
     row.update(parse_ok=answer is not None, attempts=attempts, error=error)
     for c in CRITERIA:
@@ -242,15 +279,17 @@ def score_item(it: AuditItem, client: LLMClient, endpoint: Endpoint, run_id: str
 def audit_run(run_dir: str | Path, endpoint: Endpoint, sample_per_method: int = 20,
               seed: int = 0, *, client: LLMClient | None = None, retries: int = 2,
               sampling: Sampling | None = None, json_mode: str = "schema",
-              concurrency: int = 4) -> list[dict]:
-    """Score a seeded sample of every method's bank items with the judge at ``endpoint``;
-    write the scores, the judge's calls and the human rating sheet; return the summary."""
+              concurrency: int = 4, domain: str | None = DEFAULT_DOMAIN) -> list[dict]:
+    """Score a seeded sample of every method's servable items of ``domain`` with the judge
+    at ``endpoint``, blind, in a seeded shuffled order; write the scores, the judge's
+    calls, the key and the blind human rating sheet; return the summary."""
     from edv_ray.results.schema import CALL_SCHEMA
 
     run_dir = Path(run_dir)
-    items = sample_items(collect_items(run_dir), sample_per_method, seed)
+    items = sample_items(in_domain(collect_items(run_dir), domain, run_dir), sample_per_method, seed)
     if not items:
         raise ValueError(f"{run_dir} holds no memory items (no memory/ or rb/bank/ files)")
+    items = blind(run_dir, items, seed, domain)
     attach_provenance(run_dir, items)
     client = client or LLMClient(timeout_s=120.0, max_retries=2)
     sampling = sampling or Sampling(temperature=0.0, max_tokens=1024)
@@ -272,18 +311,17 @@ def audit_run(run_dir: str | Path, endpoint: Endpoint, sample_per_method: int = 
 
 
 def export_rating_sheet(run_dir: str | Path, items: list[AuditItem]) -> Path:
-    """The audited sample for human raters: item, method, bank, text, source task, and
-    one empty column per criterion (integers 0–5) plus a comment."""
+    """The audited sample for human raters, blind and in the audit's shuffled order: the
+    opaque id, text, source task, and one empty column per criterion (integers 0–5) plus
+    a rater and a comment."""
     path = audit_dir(run_dir) / "human_rating_sheet.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
         w.writeheader()
         for it in items:
-            w.writerow({"item_id": it.item_id, "method": it.method, "bank": it.bank,
-                        "text": it.text, "source_task": source_task(it)})
+            w.writerow({"item_id": it.audit_id, "text": it.text, "source_task": source_task(it)})
     return path
-
 
 
 # ---- summary -----------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""``edv audit`` and ``edv audit-import``: the memory audit on the command line."""
+"""``edv audit`` and ``edv audit-import``: the memory audit on the command line.
+
+The parsers are added on every ``edv`` start, so this module imports only what they need;
+the audit itself (the model-call path, litellm) loads when a command runs."""
 
 from __future__ import annotations
 
@@ -9,10 +12,7 @@ from rich.markup import escape
 
 from edv_ray.config_files import ConfigError
 from edv_ray.credentials import credential_kind, env_name_problem
-from edv_ray.llm.client import Endpoint
-from edv_ray.report.memory_audit import audit_dir, audit_run, print_summary, summarize
-from edv_ray.report.memory_audit_human import HumanScoreError, import_human_scores, raters_of
-from edv_ray.results.parquet_io import read_rows
+from edv_ray.report.memory_audit_key import DEFAULT_DOMAIN
 
 
 def add_parsers(sub) -> None:
@@ -23,7 +23,10 @@ def add_parsers(sub) -> None:
     a.add_argument("--model", required=True, help="model name the endpoint serves")
     a.add_argument("--api-key-env", help="environment variable holding the endpoint's key")
     a.add_argument("--sample", type=int, default=20, help="items per method (default 20)")
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--seed", type=int, default=0, help="the sample and its shuffled order")
+    a.add_argument("--domain", default=DEFAULT_DOMAIN,
+                   help=f"audit this domain's items only (default {DEFAULT_DOMAIN}, the paper's "
+                        "audit domain; 'all': every domain)")
     a.add_argument("--retries", type=int, default=2, help="re-asks on a malformed answer")
     a.add_argument("--json-mode", default="schema", choices=["schema", "json_object", "none"])
     i = sub.add_parser("audit-import", help="import a filled human rating sheet (CSV)")
@@ -66,6 +69,12 @@ def _judge_problem(args) -> str | None:
 
 def run_cli(args, console) -> int:
     """Handle ``audit`` / ``audit-import`` (parsed by :func:`add_parsers`); exit code."""
+    from edv_ray.llm.endpoints import Endpoint
+    from edv_ray.report.memory_audit import audit_dir, audit_run, print_summary, summarize
+    from edv_ray.report.memory_audit_human import HumanScoreError, import_human_scores, raters_of
+    from edv_ray.report.memory_audit_key import key_path
+    from edv_ray.results.parquet_io import read_rows
+
     run_dir = Path(args.run_dir)
     if args.cmd == "audit":
         problem = _judge_problem(args)
@@ -76,14 +85,16 @@ def run_cli(args, console) -> int:
                             api_base=args.model_endpoint, api_key_env=args.api_key_env)
         try:
             table = audit_run(run_dir, endpoint, args.sample, args.seed, retries=args.retries,
-                              json_mode=args.json_mode)
+                              json_mode=args.json_mode,
+                              domain=None if args.domain == "all" else args.domain)
         except ValueError as err:  # nothing to audit
             console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
             return 2
         print_summary(table, console)
         scores = audit_dir(run_dir) / "memory_audit.parquet"
-        console.print(f"scores: {escape(str(scores))}\nrating sheet for people: "
-                      f"{escape(str(audit_dir(run_dir) / 'human_rating_sheet.csv'))}")
+        console.print(f"scores: {escape(str(scores))}\nrating sheet for people (blind): "
+                      f"{escape(str(audit_dir(run_dir) / 'human_rating_sheet.csv'))}\n"
+                      f"key (keep it from raters): {escape(str(key_path(run_dir)))}")
         rows = read_rows(scores)
         if not any(r["parse_ok"] for r in rows):  # the judge answered nothing usable
             console.print(f"[red]error:[/] no item was scored ({len(rows)} item(s) tried, every "

@@ -4,7 +4,12 @@ item. Every rating is keyed by its rater — the sheet's ``rater`` column, else
 ``--rater`` — and a sheet that names no rater is refused (a default such as the file's
 name made two people who both returned ``human_rating_sheet.csv`` one rater, and the
 second import replaced the first). Importing the same rater again replaces only that
-rater's rows; every other rater's are kept, and the summary's agreement uses them all."""
+rater's rows; every other rater's are kept, and the summary's agreement uses them all.
+
+The sheet is blind: its ``item_id`` column holds the audit's opaque ids. The key
+(``audit/key/audit_key.json``) is joined here, and only here: each imported row gets the
+item's real id, method and bank. A run audited before blinding (no key) is imported by
+its plain item ids."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from edv_ray.report.memory_audit import (
     HumanScoreError,
     audit_dir,
 )
+from edv_ray.report.memory_audit_key import keyed_items
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
 
@@ -50,6 +56,14 @@ def _read_csv(path: Path, encoding: str = "utf-8-sig") -> tuple[list[str], list[
 
 
 def _known_items(run_dir: Path) -> dict[str, dict]:
+    """The id a sheet names → the item it stands for: the key's opaque ids (a blind
+    audit), else — an audit from before blinding — the plain item ids."""
+    try:
+        keyed = keyed_items(run_dir)
+    except ValueError as err:
+        raise HumanScoreError(str(err)) from None
+    if keyed:
+        return keyed
     known: dict[str, dict] = {}
     sheet = audit_dir(run_dir) / "human_rating_sheet.csv"
     if sheet.is_file():
@@ -104,7 +118,8 @@ def import_human_scores(run_dir: str | Path, csv_path: str | Path, rater: str | 
             errors.append(f"{line}: rater {ascii(who[:20])}… is not a name of 1–64 printable characters")
             continue
         k = known[item_id]
-        rows.append(dict(item_id=item_id, method=k.get("method"), bank=k.get("bank"),
+        rows.append(dict(audit_id=k.get("audit_id"), item_id=k["item_id"],
+                         method=k.get("method"), bank=k.get("bank"),
                          rater=who, **scores, comment=(rec.get("comment") or "").strip() or None))
     if unnamed:
         errors.append(f"row(s) {', '.join(map(str, unnamed[:10]))}: no rater: give --rater NAME "

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from edv_ray.report.method_facts import method_order
 from edv_ray.results.views import connect
 
 _LEFT = {"agent", "domain", "stage", "method", "role", "model", "task_type", "basis",
@@ -28,11 +29,15 @@ def _rich_table(title: str, cols: list[str], rows: list[tuple]) -> Table:
     return t
 
 
-# name → (title, SQL, always shown)
-QUERIES = {
-    "method_pass_at_1": ("Pass@1 by method (test tasks; n, errors as failures, Wilson 95% CI)",
-                         "SELECT method, epoch, agent, domain, n, errors, successes, pass_at_1, "
-                         "ci_low, ci_high FROM method_pass_at_1", True),
+# name → (title, SQL, always shown): the tables of every run (see :func:`queries`)
+_GENERIC = {
+    "method_pass_at_1": ("Pass@1 by method (test tasks; n, errors as failures, Wilson 95% CI; "
+                         "learns_from_reward: where the method learns from the benchmark's "
+                         "reward)",
+                         "SELECT p.method, epoch, agent, domain, n, errors, successes, pass_at_1, "
+                         "ci_low, ci_high, r.learns_from_reward FROM method_pass_at_1 p "
+                         "LEFT JOIN method_reward_use r ON r.method = split_part(p.method, '+', 1) "
+                         "ORDER BY p.method, epoch, agent, domain", True),
     "pass_at_1": ("Episodes by stage (construction and evaluation)",
                   "SELECT stage, method, epoch, agent, domain, episodes, errors, successes, "
                   "pass_at_1, ci_low, ci_high FROM pass_at_1", True),
@@ -48,19 +53,33 @@ QUERIES = {
                         "sent no valid token count, not in the sums)",
                         "SELECT stage, role, agent, model, calls, failed_calls, prompt_tokens, "
                         "completion_tokens, usage_unknown FROM tokens_by_stage", True),
-    "pass_by_epoch": ("EDV inference Pass@1 per epoch",
-                      "SELECT epoch, episodes, errors, pass_at_1, ci_low, ci_high FROM pass_by_epoch",
-                      False),
-    "verification_audit": ("Verification audit (non-poison votes; the self-confirmation trap)",
-                           "SELECT * FROM verification_audit", False),
-    "poison_admission": ("Poison admission (known-wrong candidates injected into Verify)",
-                         "SELECT * FROM poison_admission WHERE poison_candidates > 0", False),
-    "retrieval_use": ("Inference episodes by memory used", "SELECT * FROM retrieval_use", False),
-    "judge_accuracy": ("Judge: pick accuracy vs oracle best-of-n", "SELECT * FROM judge_accuracy",
-                       False),
-    "rb_judge_audit": ("ReasoningBank: self-judge labels vs true rewards",
-                       "SELECT * FROM rb_judge_audit", False),
+    "items_injected": ("Memory items injected per scored episode (one unit for every method)",
+                       "SELECT * FROM items_injected", False),
 }
+
+
+def queries() -> dict[str, tuple[str, str, bool]]:
+    """name → (title, SQL, always shown): the tables above, then each registered method's
+    own (``Method.report_tables``, in report order; a table several methods add — each
+    EDV instance — is their union)."""
+    from edv_ray.report.method_facts import method_order, methods
+
+    parts: dict[str, tuple[str, str, list[str]]] = {}
+    for name in method_order():
+        for table, title, sql, order in methods()[name].report_tables:
+            parts.setdefault(table, (title, order, []))[2].append(sql)
+    out = dict(_GENERIC)
+    for table, (title, order, sqls) in parts.items():
+        union = " UNION ALL BY NAME ".join(f"SELECT * FROM ({q})" for q in sqls)
+        out[table] = (title, f"SELECT * FROM ({union})" + (f" ORDER BY {order}" if order else ""),
+                      False)
+    return out
+
+
+def __getattr__(name):
+    if name == "QUERIES":  # read when asked: a method registered later counts
+        return queries()
+    raise AttributeError(name)
 
 
 def report(run_dir: str | Path, console: Console | None = None, save: bool = True,
@@ -71,8 +90,9 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
     con = connect(run_dir)
     out_dir = run_dir / "report"
     results = {}
-    for name in which or tuple(QUERIES):
-        title, sql, always = QUERIES[name]
+    tables = queries()
+    for name in which or tuple(tables):
+        title, sql, always = tables[name]
         cur = con.execute(sql)
         cols = [d[0] for d in cur.description]
         rows = cur.fetchall()
@@ -84,8 +104,10 @@ def report(run_dir: str | Path, console: Console | None = None, save: bool = Tru
             out_dir.mkdir(parents=True, exist_ok=True)
             con.sql(sql).write_csv(str(out_dir / f"{name}.csv"), header=True)  # no path in SQL
     if save and results.get("ability_matrix"):
+        # the last method in report order (the paper's EDV) gets ability_matrix.png
+        order = {m: i for i, m in enumerate(reversed(method_order()))}
         methods = sorted({r["method"] for r in results["ability_matrix"]},
-                         key=lambda m: (m != "edv", m))
+                         key=lambda m: (order.get(m, len(order)), m))
         for i, m in enumerate(methods):
             plot_ability_matrix([r for r in results["ability_matrix"] if r["method"] == m],
                                 out_dir / ("ability_matrix.png" if i == 0 else f"ability_matrix_{m}.png"),
@@ -129,7 +151,9 @@ def print_validity(run_dir: Path, con, console: Console, out_dir: Path | None) -
 
     from edv_ray.report.validity import failed, run_checks
 
-    checks = run_checks(run_dir, con)
+    # where each method learns from the reward is a fact, not a check: the Pass@1 table's
+    # learns_from_reward column shows it
+    checks = [c for c in run_checks(run_dir, con) if c.name != "reward_use"]
     rows = [c.row() for c in checks]
     cols = ["name", "method", "ok", "figure", "detail"]
     console.print(_rich_table("Validity checks", cols,

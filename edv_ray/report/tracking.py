@@ -10,7 +10,8 @@ logs one history step per update, read from the run folder through
 * ``episodes/<stage>`` (and their success rate) — progress of every stage;
 * ``tokens/<stage>/<role>`` (prompt + completion) and ``calls/<stage>/<role>``;
 * ``bank/<method>/<bank>`` — items admitted (EDV shared / private, RB items);
-* ``verify/<verifier_type>/approve_rate`` and ``…/p_approve_given_failed`` (EDV votes,
+* ``verify/<verifier_type>/approve_rate`` and ``…/p_approve_given_failed`` (EDV votes;
+  another method with votes under ``verify/<method>/…``,
   poison excluded: the self-confirmation trap as the run goes).
 
 A sweep variant is grouped: ``RUN_DIR/axes.json`` (``{"_sweep_id": ..., axis: value}``)
@@ -107,18 +108,32 @@ def _live_metrics(run_dir: str | Path) -> dict[str, float]:
             out[f"calls/{st}/{role}"] = calls
         for m, bank, items in _rows(con, "SELECT method, bank, sum(items) FROM admitted GROUP BY ALL"):
             out[f"bank/{m}/{bank}"] = int(items or 0)
-        for vt, votes, rate, n_failed, p_failed in _rows(con, """
+        out.update(_vote_metrics(con))
+    finally:
+        con.close()
+    return out
+
+
+def _vote_metrics(con) -> dict:
+    """``verify/<verifier_type>/…`` of each method with votes (``Method.votes_view``): the
+    last in report order (the paper's EDV) under bare keys, any other under
+    ``verify/<method>/<verifier_type>/…``."""
+    from edv_ray.report.method_facts import method_order, methods
+
+    voting = [n for n in reversed(method_order()) if methods()[n].votes_view]
+    out = {}
+    for i, name in enumerate(voting):
+        pre = "verify" if i == 0 else f"verify/{name}"
+        for vt, votes, rate, n_failed, p_failed in _rows(con, f"""
                 SELECT verifier_type, count(*), avg(CAST(approve AS DOUBLE)),
                        count(*) FILTER (WHERE supporting_all_failed),
                        avg(CAST(approve AS DOUBLE)) FILTER (WHERE supporting_all_failed)
-                FROM votes WHERE NOT is_poison GROUP BY ALL"""):
-            out[f"verify/{vt}/votes"], out[f"verify/{vt}/votes_all_failed"] = votes, n_failed
+                FROM {methods()[name].votes_view} WHERE NOT is_poison GROUP BY ALL"""):
+            out[f"{pre}/{vt}/votes"], out[f"{pre}/{vt}/votes_all_failed"] = votes, n_failed
             if rate is not None:
-                out[f"verify/{vt}/approve_rate"] = rate
+                out[f"{pre}/{vt}/approve_rate"] = rate
             if p_failed is not None:
-                out[f"verify/{vt}/p_approve_given_failed"] = p_failed
-    finally:
-        con.close()
+                out[f"{pre}/{vt}/p_approve_given_failed"] = p_failed
     return out
 
 

@@ -1,11 +1,13 @@
 """The built-in validity checks (see :mod:`edv_ray.report.validity`): that every method
-ran what its name says — scored every task, shared only provably identical episodes,
-used its memory where it should, sent the seeds its agents were given, was contaminated
-by the share asked in the domains asked, saw no reward it was not meant to see, and
-routed on task types that training had seen."""
+ran what its name says — scored every task (per its declared ``Method.scoring``), shared
+only provably identical episodes, passed the checks it declares itself
+(``Method.validity_checks``: e.g. EDV used its memory where it should and saw no reward
+its config hides), sent the seeds its agents were given, was contaminated by the share
+asked in the domains asked, and routed on task types that training had seen."""
 
 from __future__ import annotations
 
+from edv_ray.methods.registry import PICK
 from edv_ray.report.validity import Check, check
 
 
@@ -19,9 +21,14 @@ def _config(run_dir):
 @check
 def tasks_scored(con, run_dir) -> list[Check]:
     """Every method (and contaminated condition) scored every selected test task × trial
-    in every epoch it reports, once (an errored episode counts as a scored failure); for
-    a method scored per agent, every agent on every task. A missing task would leave the
-    denominator silently; a task counted twice would weigh double."""
+    in every epoch it reports, once (an errored episode counts as a scored failure). A
+    method that picks one run per (task, trial) (``Method.scoring`` ``pick``: one row per
+    (task, trial), whichever agent it picked) needs every (task, trial) once; a method
+    scored per agent, every agent × trial on every task (:func:`_cells_missing`). A
+    contaminated condition ``method+condition`` is scored as its method. A missing task
+    would leave the denominator silently; a task counted twice would weigh double."""
+    from edv_ray.report.method_facts import methods
+
     cfg = _config(run_dir)
     selected = con.execute("SELECT count(*) FROM selection WHERE selection = 'test'").fetchone()[0]
     if not selected or cfg is None:
@@ -46,21 +53,40 @@ def tasks_scored(con, run_dir) -> list[Check]:
                 "SELECT count(*) FROM (SELECT 1 FROM method_results WHERE method = ? AND epoch "
                 "IS NOT DISTINCT FROM ? GROUP BY agent, domain, task_id, trial HAVING count(*) > 1)",
                 args).fetchone()[0]
-            # per-agent methods (several agents per task): each task has every agent
-            uneven = con.execute(
-                "SELECT count(*) FROM (SELECT domain, task_id FROM method_results WHERE method = ? "
-                "AND epoch IS NOT DISTINCT FROM ? GROUP BY domain, task_id "
-                "HAVING count(DISTINCT agent) NOT IN (1, ?))", args + [agents]).fetchone()[0]
+            declared = methods().get(method.split("+", 1)[0])
+            picking = declared is not None and declared.scoring == PICK
+            gaps, doubled = _cells_missing(con, args, agents, picking)
+            cell = "(task, trial)" if picking else "(task, agent, trial)"
             where = "" if epoch is None else f" (epoch {epoch})"
             why = "; ".join(x for x in (
                 f"{len(missing)} not scored, e.g. {', '.join(missing[:3])}" if missing else "",
                 f"{twice} (agent, task, trial) counted more than once" if twice else "",
-                f"{uneven} task(s) without every agent" if uneven else "") if x)
+                f"{doubled} (task, trial) with more than one picked result" if doubled else "",
+                f"{gaps} {cell} cell(s) of a scored task without a result" if gaps else "") if x)
             out.append(Check(
                 "tasks_scored", not why, f"{got}/{selected} tasks, {rows} rows{where}",
-                why or "every selected test task has one result per agent and trial "
-                       "(errors count as failures)", method))
+                why or ("every selected test task has one picked result per trial"
+                        if picking else "every selected test task has one result per agent and "
+                        "trial") + " (errors count as failures)", method))
     return out
+
+
+def _cells_missing(con, args: list, agents: int, picking: bool) -> tuple[int, int]:
+    """(missing cells, cells held more than once) of one method × epoch. Picking: one row
+    per (task, trial), whichever agent; each scored task must hold every trial 0…max.
+    Else scored per agent: each scored task must hold every one of the method's agents on
+    every trial (a doubled (agent, task, trial) is counted by the caller)."""
+    doubled, trials, cells, agent_cells, tasks = con.execute("""
+        WITH m AS (SELECT * FROM method_results WHERE method = ? AND epoch IS NOT DISTINCT FROM ?)
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM m GROUP BY domain, task_id, trial
+                                      HAVING count(*) > 1)),
+               coalesce(max(trial), -1) + 1, count(DISTINCT (domain, task_id, trial)),
+               count(DISTINCT (agent, domain, task_id, trial)) FILTER (WHERE agent IS NOT NULL),
+               count(DISTINCT (domain, task_id))
+        FROM m""", args).fetchone()
+    if picking:
+        return tasks * trials - cells, doubled
+    return tasks * trials * agents - agent_cells, 0
 
 
 @check
@@ -85,36 +111,20 @@ def shared_episodes(con, run_dir) -> list[Check]:
 
 
 @check
-def edv_construction_memory(con, run_dir) -> list[Check]:
-    """EDV's memory-guided construction: from epoch 1 on, executions must retrieve from
-    the bank frozen after the epoch before (when it holds items)."""
-    from edv_ray.methods.edv.banks import snapshot_dir, version_of
+def method_checks(con, run_dir) -> list[Check]:
+    """The checks each method of the run declares (``Method.validity_checks``), over its
+    own section; a check that crashes is a failed check named after it."""
+    from edv_ray.report.method_facts import methods
 
     cfg = _config(run_dir)
-    if cfg is None or "edv" not in cfg.method_names():
-        return []
-    e = cfg.section("edv")
-    if e.epochs < 2 or not e.retrieve_during_construction or e.retrieval_k == 0:
-        return []
     out = []
-    for epoch in range(1, e.epochs):
-        info = version_of(snapshot_dir(run_dir, epoch - 1))
-        n, used, mem, shared = con.execute("""
-            SELECT count(*), count(*) FILTER (WHERE len(retrieved_item_ids) > 0),
-                   count(*) FILTER (WHERE memory_key IS NOT NULL), count(*) FILTER (WHERE shared)
-            FROM method_episodes WHERE used_by = 'edv' AND stage = 'execute' AND epoch = ?
-        """, [epoch]).fetchone()
-        if not n:
-            continue
-        items = (info or {}).get("items", 0)
-        ok = items == 0 or (mem == n and shared == 0)
-        out.append(Check(
-            "edv_construction_memory", ok,
-            f"epoch {epoch}: {used}/{n} executions retrieved (bank of {items} item(s))",
-            "each memory-guided execution was given the frozen bank (a retrieval can still "
-            "find nothing above τ)" if ok else
-            f"{n - mem} execution(s) ran without memory / {shared} shared with a memory-free "
-            "method although the bank held items", "edv"))
+    for name in cfg.method_names() if cfg is not None else []:
+        for fn in methods()[name].validity_checks:
+            try:
+                out += [Check(**{"method": name, **row}) for row in fn(con, run_dir, cfg.section(name), name)]
+            except Exception as err:  # noqa: BLE001 - a broken check must show, not pass
+                out.append(Check(getattr(fn, "__name__", "check"), False, "-",
+                                 f"check crashed: {type(err).__name__}: {err}", name))
     return out
 
 
@@ -190,26 +200,19 @@ def contamination_share(con, run_dir) -> list[Check]:
 
 
 @check
-def reward_visibility(con, run_dir) -> list[Check]:
-    """No EDV stage ran with a reward its config hides: every distill run and every vote
-    records whether the prompt it sent showed a run's grade (measured on the prompt)."""
+def reward_use(con, run_dir) -> list[Check]:
+    """Where each method learns from the benchmark's reward (``reward_use`` rows: the
+    method's own declaration for its section, ``Method.reward_use``; the reports show them
+    as their own table). That no stage ran with a reward its config hides is each
+    method's own check (EDV's ``reward_visibility``)."""
+    from edv_ray.methods.registry import reward_use
+
     cfg = _config(run_dir)
-    if cfg is None or "edv" not in cfg.method_names():
+    if cfg is None:
         return []
-    e = cfg.section("edv")
-    out = []
-    for table, flag, allowed in (("distill_runs", "distiller", e.distiller_sees_reward),
-                                 ("votes", "verifiers", e.verifiers_see_reward)):
-        n, shown = con.execute(f"SELECT count(*), count(*) FILTER (WHERE sees_reward) FROM {table}"
-                               ).fetchone()
-        if not n:
-            continue
-        ok = allowed or shown == 0
-        out.append(Check("reward_visibility", ok, f"{flag}: {shown}/{n} saw the reward "
-                         f"(config: {'shown' if allowed else 'hidden'})",
-                         "as configured" if ok else f"{shown} {table} row(s) saw a hidden reward",
-                         "edv"))
-    return out
+    return [Check("reward_use", True, reward_use(cfg, name),
+                  "where the method learns from the benchmark's reward", name)
+            for name in cfg.method_names()]
 
 
 @check

@@ -6,7 +6,7 @@ whether every final state stayed whole (``llm_calls.evidence_*``, filled by
 :mod:`edv_ray.prompts.budget` through the stage jobs). One row per (stage, role): the
 number of calls, the smallest and the mean share kept, how many were shortened.
 
-It fails when a judging role (:data:`JUDGING_ROLES`) saw less than
+It fails when a judging role (``Method.judging_roles`` of any registered method) saw less than
 :data:`MIN_JUDGING_SHARE` of a prompt's transcripts, or when any prompt lost a final
 state: a verdict reached on half a run, or on a run whose end was cut, does not mean
 what the tables say it means.
@@ -14,9 +14,9 @@ what the tables say it means.
 
 from __future__ import annotations
 
+from edv_ray.report.method_facts import judging_roles
 from edv_ray.report.validity import Check, check
 
-JUDGING_ROLES = ("distiller", "verifier", "judge", "self_judge")
 MIN_JUDGING_SHARE = 0.5  # of a prompt's transcript characters
 
 
@@ -45,7 +45,7 @@ def evidence_kept(con, run_dir) -> list[Check]:
                                 AND evidence_kept < ? * evidence_chars)
         FROM llm_calls WHERE evidence_chars IS NOT NULL
         GROUP BY stage, role ORDER BY stage, role
-    """, [list(JUDGING_ROLES), MIN_JUDGING_SHARE]).fetchall()
+    """, [list(judging_roles()), MIN_JUDGING_SHARE]).fetchall()
     owners = _owners(con)
     out = []
     for stage, role, calls, low, mean, shortened, lost_final, too_little in rows:

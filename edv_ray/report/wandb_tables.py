@@ -2,7 +2,7 @@
 of its episodes, read from the run folder through :func:`edv_ray.results.views.connect`.
 
 * ``experiences`` — every experience in every bank, one row each: EDV's shared and
-  private items (``memory/``), ReasoningBank's entries' items (``rb/bank``; id
+  private items (``memory/``; each EDV instance its own, e.g. ``edv_blind``), ReasoningBank's entries' items (``rb/bank``; id
   ``<entry_id>:<index>``, as retrieval names them), the wrong twins of a contamination run
   (``is_poison``, with their host) and EDV's discarded candidates (``admitted =
   discarded``: what did *not* get in, and why). Each row has its provenance (distiller,
@@ -42,66 +42,6 @@ EPISODE_COLUMNS = [
     "status", "success", "reward", "retrieved_item_ids", "transcript",
 ]
 
-_VOTE = """verifier || ' (' || coalesce(verifier_type, '?') || '): '
-    || CASE WHEN approve THEN 'approve' ELSE 'reject' END
-    || CASE WHEN NOT coalesce(parse_ok, true) THEN ' (unparseable)' ELSE '' END
-    || ' · reward shown: ' || CASE WHEN NOT coalesce(sees_reward, false) THEN 'hidden'
-                                   WHEN context_success IS NULL THEN 'none'
-                                   WHEN context_success THEN 'success' ELSE 'failure' END"""
-
-# EDV: a bank item, its candidate (decisions list the items each candidate became) and
-# that candidate's votes; then the candidates that were discarded.
-_EDV = f"""
-WITH made AS (  -- one candidate per item (two alike candidates of a task make one item)
-    SELECT * FROM (SELECT candidate_id, unnest(item_ids) AS item_id, is_poison FROM decisions)
-    QUALIFY row_number() OVER (PARTITION BY item_id ORDER BY candidate_id) = 1
-), v AS (
-    SELECT candidate_id, string_agg({_VOTE}, '; ' ORDER BY verifier) AS votes,
-           count(*) FILTER (WHERE approve) AS approvals,
-           count(*) FILTER (WHERE NOT approve) AS rejections
-    FROM votes GROUP BY candidate_id
-)
-SELECT 'edv' AS method, m.item_id,
-       CASE WHEN m.bank = 'shared' THEN 'shared' ELSE 'private:' || m.owner END AS admitted,
-       m.bank, m.owner, coalesce(made.is_poison, false) AS is_poison, m.domain, m.epoch,
-       m.distiller, m.source_task_ids, m.supporting_trajectory_ids AS source_episode_ids,
-       m.rejected_trajectory_ids AS contrasted_episode_ids, m.title, m.text,
-       v.votes, v.approvals, v.rejections, made.candidate_id, NULL AS host_item_id
-FROM memory_items m LEFT JOIN made USING (item_id) LEFT JOIN v USING (candidate_id)
-UNION ALL BY NAME
-SELECT 'edv' AS method, NULL AS item_id, 'discarded' AS admitted, NULL AS bank,
-       NULL AS owner, c.is_poison, c.domain, c.epoch, c.distiller, [c.task_id] AS source_task_ids,
-       c.supporting_episode_ids AS source_episode_ids,
-       c.rejected_episode_ids AS contrasted_episode_ids, c.title,
-       '### ' || c.title || chr(10) || 'When to use: ' || c.when_to_use || chr(10)
-           || 'Rule: ' || c.rule AS text,
-       v.votes, v.approvals, v.rejections, c.candidate_id, NULL AS host_item_id
-FROM candidates c JOIN decisions d USING (candidate_id) LEFT JOIN v USING (candidate_id)
-WHERE d.route = 'discard'
-"""
-
-# ReasoningBank: each entry's items (the agent judged its own run; no verifiers).
-_RB = """
-WITH e AS (
-    SELECT entry_id, agent, epoch, domain, task_id, episode_ids, items,
-           list_transform(list_zip(judge_labels, true_success),
-               lambda x: 'self-judge ' || agent || ': ' || coalesce(x[1], '?') || ' · true outcome: '
-                    || CASE WHEN x[2] IS NULL THEN '?' WHEN x[2] THEN 'success' ELSE 'failure' END)
-               AS judged
-    FROM rb_entries WHERE status IS NULL OR status = 'ok'
-), i AS (
-    SELECT *, unnest(items) AS it, unnest(range(len(items))) AS idx FROM e
-)
-SELECT 'reasoning_bank' AS method, entry_id || ':' || idx AS item_id, 'rb:' || agent AS admitted,
-       'rb' AS bank, agent AS owner, false AS is_poison, domain, epoch, agent AS distiller,
-       [task_id] AS source_task_ids, episode_ids AS source_episode_ids,
-       []::VARCHAR[] AS contrasted_episode_ids, it.title,
-       '### ' || it.title || chr(10) || it.description || chr(10) || it.content AS text,
-       array_to_string(judged, '; ') AS votes, NULL AS approvals, NULL AS rejections,
-       NULL AS candidate_id, NULL AS host_item_id
-FROM i
-"""
-
 # Contamination: the wrong twins planted in a frozen copy of a bank.
 _POISON = """
 SELECT method || '+' || condition AS method, item_id,
@@ -130,12 +70,11 @@ def _tables(con) -> set[str]:
 
 def experience_sql(con) -> str | None:
     """The union of every experience source the run has (``None``: no memory at all)."""
+    from edv_ray.report.method_facts import methods
+
     have = _tables(con)
-    parts = []
-    if {"memory_items", "decisions", "votes", "candidates"} <= have:
-        parts.append(_EDV)
-    if "rb_entries" in have:
-        parts.append(_RB)
+    parts = [sql for name, m in methods().items() if m.experience_sql is not None
+             for sql in [m.experience_sql(have, name)] if sql]
     if "contamination_items" in have:
         parts.append(_POISON)
     if not parts:

@@ -103,7 +103,7 @@ ROUTING_SCHEMA = pa.schema([  # routing/method=M/epoch=E/part.parquet: one row p
     ("task_id", pa.string()),
     ("task_type", pa.string()),
     ("solver", pa.string()),
-    ("basis", pa.string()),  # task_type | domain | prior | fixed
+    ("basis", pa.string()),  # task_type | domain | prior | fixed | random
     ("score", pa.float64()),
     ("attempts", pa.int64()),
 ])

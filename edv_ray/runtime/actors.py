@@ -103,7 +103,7 @@ class EpisodeWorker:
     def __init__(self, run_dir: str, llm: dict, state_name: str | None = None) -> None:
         import os
 
-        from edv_ray.envs.protocol import quiet_logs
+        from edv_ray.envs.benchmark_logs import route_benchmark_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.llm.transport import warm_up
         from edv_ray.results.store import RunStore
@@ -113,7 +113,7 @@ class EpisodeWorker:
             os.environ.update(ray.get(state.secrets.remote()))
             register_engine_keys(ray.get(state.engine_keys.remote()))
             route_live(state, ray.get(state.urls.remote()))
-        quiet_logs()
+        route_benchmark_logs(run_dir)  # warnings to the console, every record to logs/
         self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
         warm_up()  # the model-call path's first-use cost, paid before any episode waits on it

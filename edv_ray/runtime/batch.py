@@ -37,43 +37,14 @@ from edv_ray.config import RunConfig
 from edv_ray.results.store import RunStore
 from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
+from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction  # noqa: F401 (plan.py)
+from edv_ray.runtime.worker_layout import shares, spread_over_nodes, worker_lost  # noqa: F401
 
 TIMEOUT_GRACE_S = 60.0
-COMPACT_EVERY = 2000  # finished episodes between compactions of their per-episode files
 # episodes queued on a worker beyond the ones it runs: episodes end in clumps (64 threads,
 # one answer burst), and a queue of 2 ran dry between driver round trips (slots idle ~35–60
 # ms an episode at 128 in flight; ~28 ms with 8, experiments/bench/scale.py)
 PREFETCH = 8
-
-
-def shares(concurrency: int, workers: int) -> list[int]:
-    """Threads per worker: ``concurrency`` split as evenly as it goes (no worker idle)."""
-    n = max(1, min(workers, concurrency))
-    return [concurrency // n + (i < concurrency % n) for i in range(n)]
-
-
-def spread_over_nodes(n: int, driver_node: str, taken: list[str] = ()) -> list[str]:
-    """Nodes for ``n`` more workers: each goes to the alive node with the fewest workers
-    (``taken``: the nodes of the others), the driver's node last (it also holds the driver
-    and the run's state). Ray's ``SPREAD`` and soft node affinity are best effort: on a
-    local four-node cluster they put two of three workers on one node."""
-    import ray
-
-    alive = sorted(node["NodeID"] for node in ray.nodes() if node.get("Alive")) or [driver_node]
-    load = collections.Counter(t for t in taken if t in alive)
-    out = []
-    for _ in range(n):
-        node = min(alive, key=lambda x: (load[x], x == driver_node, x))
-        load[node] += 1
-        out.append(node)
-    return out
-
-
-def worker_lost(err: BaseException) -> bool:
-    """The worker's process died (a crash, its node left the cluster), not the episode."""
-    import ray
-
-    return isinstance(err, (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError))
 
 
 @dataclass
@@ -102,43 +73,6 @@ class BatchStats:
         rate = f"{self.successes / self.ok:.2f}" if self.ok else "-"
         return f"pass {rate} | errors {self.errors} | tokens {self.tokens:,}"
 
-
-class _Compaction:
-    """Every ``COMPACT_EVERY`` results, the per-episode (per-job) files of ``stages()``
-    written so far are merged into a segment in a background thread
-    (``results.store.compact_stage``), so a stage never holds more than a few thousand
-    small files: DuckDB views (resume, live tracking, reports) stay fast however long the
-    run. :meth:`close` waits for the last one; a compaction error is an error of the run
-    (nothing was lost)."""
-
-    def __init__(self, run_dir, stages: Callable[[], list[str]],
-                 tables: tuple[str, ...] = ("episodes", "llm_calls")) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.run_dir, self.stages, self.tables = run_dir, stages, tables
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edv-compact")
-        self.pending: list = []
-
-    def tick(self, done: int) -> None:
-        from edv_ray.results.store import compact_stage
-
-        if done % COMPACT_EVERY == 0 and all(f.done() for f in self.pending):
-            self.pending[:] = [self.pool.submit(compact_stage, self.run_dir, stage, self.tables,
-                                                COMPACT_EVERY) for stage in self.stages()]
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-        for f in self.pending:
-            f.result()
-
-    def settle(self) -> None:
-        """After a finished fan-out: merge whatever has piled up to ``COMPACT_EVERY``
-        files (earlier calls' leftovers included: many short stages, e.g. one per epoch,
-        never reach the count alone)."""
-        from edv_ray.results.store import compact_stage
-
-        for stage in self.stages():
-            compact_stage(self.run_dir, stage, self.tables, COMPACT_EVERY)
 
 
 class EpisodeRunner:
@@ -212,7 +146,7 @@ class EpisodeRunner:
         live tracking, reports) stay fast however long the run."""
         stats = BatchStats()
         stages = sorted({s.stage for s in specs})
-        compaction = _Compaction(self.store.run_dir, lambda: stages)
+        compaction = Compaction(self.store.run_dir, lambda: stages)
 
         def on_result(result: dict[str, Any]) -> None:
             stats.add(result)
@@ -248,7 +182,7 @@ class EpisodeRunner:
         # their call files (one per job) are merged like episodes' (every COMPACT_EVERY
         # jobs): a stage of 10⁴–10⁵ jobs otherwise leaves as many one-row files for every
         # view over llm_calls (token_use, tokens_by_stage) to open
-        compaction = _Compaction(self.store.run_dir, self._call_stages, tables=("llm_calls",))
+        compaction = Compaction(self.store.run_dir, self._call_stages, tables=("llm_calls",))
 
         def failed(job, message: str) -> dict[str, Any]:
             return {"job_id": job.job_id, "status": "error", "error": message}

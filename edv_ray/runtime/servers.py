@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from edv_ray.config import ConfigError, ModelConfig, RunConfig
-from edv_ray.llm.client import Endpoint, set_served_key
+from edv_ray.llm.endpoints import Endpoint, set_served_key  # no model-call client (litellm)
 from edv_ray.serving.embedded import EMBEDDED_MODELS, resolve_weights
 from edv_ray.serving.protocol import ServerInfo
 from edv_ray.serving.router import StickyRouter

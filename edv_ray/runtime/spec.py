@@ -9,7 +9,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from edv_ray.config import Sampling
-from edv_ray.llm.client import Endpoint
+from edv_ray.llm.endpoints import Endpoint  # no model-call client (litellm)
 
 
 class MemoryRequest(BaseModel):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 
 def tau2_tasks(domain: str, split: str | None = None) -> list:
-    from edv_ray.envs.tau2.tasks import load_domain_tasks
+    """τ²-bench tasks of one domain (every split by default), through the protocol."""
+    from edv_ray.config_benchmarks import Tau2Benchmark
+    from edv_ray.envs.protocol import get_env
 
-    return load_domain_tasks(domain, split or "all")
+    return get_env("tau2").select_tasks(Tau2Benchmark(domains=[domain]), split or "all",
+                                        None, None)[domain]
 
 
 def scripted_config(base_url: str, tmp_path, **overrides) -> dict:

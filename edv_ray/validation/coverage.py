@@ -121,8 +121,8 @@ def planted_coverage(reps: int, tasks: int = 20, trials: int = 2, delta: float =
         coverage_row("6b coverage: Pass@1 cell of one domain (planted tables)", hits["domain"], reps,
                      f"{truth['edv']:.3f}", f"method B, {tasks} tasks × {trials} trials; task-clustered"),
         coverage_row("6c coverage: paired difference B − A (planted tables)", hits["diff"], reps,
-                     f"{delta / 2:+.3f}", f"{shape}; paired bootstrap, {n_boot} resamples, "
-                     "tasks resampled within domains"),
+                     f"{delta / 2:+.3f}", f"{shape}; paired cluster-robust t, "
+                     "tasks within domains"),
     ]
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from edv_ray.methods.edv.config import CONTRAST_MARGIN
 from edv_ray.serving.simulated.oracle import Oracle
 
 
@@ -130,7 +131,7 @@ class Expect:
         for group, outs, dists, w in self.edv_groups(e):
             prob = w * np.prod([with_p(a) if s else 1 - with_p(a) for a, s in zip(group, outs)])
             contrast = any(outs) and not all(outs)
-            if e.get("require_contrast", True) and not contrast:
+            if not gate_opens(outs, e):
                 continue
             for d in dists:
                 pw = prob / len(dists)
@@ -235,7 +236,7 @@ class Expect:
 
     def _edv_write(self, rng, ttype, e, group, outs, task) -> list[tuple[bool, int]]:
         contrast = any(outs) and not all(outs)
-        if e.get("require_contrast", True) and not contrast:
+        if not gate_opens(outs, e):
             return []
         dists = self._distillers(group, e.get("distill_by", "third_party"))
         d = dists[rng.integers(len(dists))]
@@ -250,6 +251,19 @@ class Expect:
             if all(votes):
                 out.append((bool(ok), task))
         return out
+
+
+def gate_opens(outs, e: dict) -> bool:
+    """EDV's contrast gate as specified, on a group's planted outcomes (a distiller shown
+    the grades; τ²-bench grades the worlds' runs 1 or 0): off → every group; ``binary`` →
+    a success and a failure; ``graded`` → rewards at least ``contrast_margin`` apart, which
+    on 1/0 rewards is the same groups for any margin the config allows (0 < m ≤ 1)."""
+    if not e.get("require_contrast", True):
+        return True
+    if e.get("contrast", "graded") == "binary":
+        return any(outs) and not all(outs)
+    rewards = [1.0 if s else 0.0 for s in outs]
+    return max(rewards) - min(rewards) >= e.get("contrast_margin", CONTRAST_MARGIN) - 1e-9
 
 
 def _draw_items(rng, items: list[bool], k: int) -> tuple[int, int]:

@@ -47,9 +47,11 @@ class World:
 
 
 def _split_ids(domain: str, split: str) -> list[str]:
-    from edv_ray.envs.tau2.tasks import load_domain_tasks
+    from edv_ray.config_benchmarks import Tau2Benchmark
+    from edv_ray.envs.protocol import get_env
 
-    return [t.id for t in load_domain_tasks(domain, split)]
+    bench = Tau2Benchmark(domains=[domain])
+    return [t.id for t in get_env("tau2").select_tasks(bench, split, None, None)[domain]]
 
 
 def task_ids(counts: dict[str, int], split: str, exclude: dict[str, list[str]]) -> list[str]:

@@ -71,7 +71,8 @@ def test_run_folder_under_a_quoted_output_dir(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = simple_run(tmp_path / "it's \"here\"", "r1", [True] * 30 + [False] * 10)
     code, out, err = run_cli([run, "--out", tmp_path / "cmp", "--boot", "100"], capsys)
-    assert code == 0, err and "0.750 [0.598, 0.858] n=40, 0 err" in out
+    assert code == 0, err
+    assert "0.750 [0.598, 0.858] n=40, 0 err" in out
 
 
 def test_the_same_folder_twice_is_refused(runs, capsys):

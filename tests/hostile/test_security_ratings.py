@@ -23,7 +23,7 @@ from tests.report.test_memory_audit import (  # noqa: F401 - judge/judge_server 
 
 
 @pytest.fixture
-def audited(judge, tmp_path):
+def audited(judge, tmp_path):  # noqa: F811 - the imported fixture
     run = make_run(tmp_path)
     audit(judge, run)
     return run
@@ -52,7 +52,7 @@ def test_two_people_returning_the_same_file_name_are_two_raters(audited, tmp_pat
     assert sorted({r["rater"] for r in rows}) == ["alice", "bob"] and len(rows) == 10
     s = {(r["method"], r["criterion"]): r for r in MA.summarize(audited)}
     g = s[("edv", "groundedness")]
-    n_edv = sum(r["method"] == "edv" for r in read_sheet(audited))
+    n_edv = sum(r["method"] == "edv" for r in read_rows(audited / "audit" / "memory_audit.parquet"))
     assert g["raters"] == 2 and g["human_n"] == 2 * n_edv and g["rater_pairs"] == n_edv
     assert g["rater_exact"] == 0.0 and g["rater_within_one"] == 1.0  # 4 vs 3 on every item
     assert g["pairs"] == 2 * sum(1 for r in read_rows(audited / "audit" / "memory_audit.parquet")

@@ -207,7 +207,7 @@ def test_the_26_of_40_vs_20_of_40_example_prints_the_paired_verdict(tmp_path):
     md = (tmp_path / "compare.md").read_text()
     (pair,) = [p for p in tables["pairs"] if p["domain"] == "retail"]
     assert pair["diff"] == pytest.approx(0.15) and pair["diff_p"] == pytest.approx(1 / 32)
-    assert ("retail: edv − no_memory = +0.150 [+0.050, +0.275] over 40 paired tasks (6 differ); "
+    assert ("retail: edv − no_memory = +0.150 [+0.030, +0.270] over 40 paired tasks (6 differ); "
             "exact two-sided p = 0.0312; detectable at 80 % power: ±0.167 — edv higher") in md
     # Wilson bounds as statsmodels gives them (proportion_confint(26, 40, method="wilson"))
     assert "0.650 [0.495, 0.779] n=40, 0 err" in md and "0.500 [0.352, 0.648] n=40, 0 err" in md

@@ -65,11 +65,11 @@ def make_run(tmp_path: Path) -> Path:
             ("private", "good", "Echo the created task id back to the user", [0.0, 1.0, 0.0]),
             ("private", "good", "Never invent a user id that is missing", [0.0, 0.0, 1.0])]
     bank.add([MemoryItem(bank=b, owner=o, title=f"Lesson {i}", when_to_use="Creating a task",
-                         rule=rule, embedding=vec, domain="mock", source_task_ids=["create_task_1"],
+                         rule=rule, embedding=vec, domain="retail", source_task_ids=["create_task_1"],
                          supporting_trajectory_ids=["ep-good", "ep-bad"], distiller="judge")
               for i, (b, o, rule, vec) in enumerate(spec)])
     bank.save()
-    entry = dict(entry_id="rb-bad-mock-create_task_1", run_id="r", agent="bad", domain="mock",
+    entry = dict(entry_id="rb-bad-retail-create_task_1", run_id="r", agent="bad", domain="retail",
                  task_id="create_task_1", stage="rb_execute", query=TICKET,
                  query_embedding=[1.0, 0.0], episode_ids=["ep-rb"], judge_labels=["failure"],
                  true_success=[False], status="ok",
@@ -145,7 +145,7 @@ def test_scores_stored_malformed_gives_no_score(judge, tmp_path):
     assert TICKET in edv_prompt and 'outcome="success"' in edv_prompt and 'outcome="failure"' in edv_prompt
     assert "call create_task" in edv_prompt and "Done by good." in edv_prompt
     rb_prompt = next(p for p in prompts if "Retry forever" in p)
-    assert 'id="ep-rb"' in rb_prompt and "ep-good" not in rb_prompt
+    assert 'n="1" outcome="failure"' in rb_prompt and 'n="2"' not in rb_prompt  # its one run
     assert {r["user"].split("|")[1] for r in judge.requests} == {"auditor"}
     assert {r["temperature"] for r in judge.requests} == {0.0}
     calls = read_rows(run / "audit" / "audit_calls.parquet")
@@ -191,7 +191,7 @@ def test_rating_sheet_round_trip(judge, tmp_path):
     assert list(sheet[0]) == list(MA.SHEET_COLUMNS) and len(sheet) == 5
     assert all(r[c] == "" for r in sheet for c in MA.CRITERIA)
     assert all(TICKET in r["source_task"] and "create_task_1" in r["source_task"] for r in sheet)
-    llm = {r["item_id"]: r for r in read_rows(run / "audit" / "memory_audit.parquet")}
+    llm = {r["audit_id"]: r for r in read_rows(run / "audit" / "memory_audit.parquet")}
     for r in sheet:  # agree with the LLM on groundedness, 2 points off on actionability
         g = llm[r["item_id"]]["groundedness"]
         r.update(groundedness=str(3 if g is None else g), actionability=" 3 ", specificity="2",

@@ -17,12 +17,11 @@ from edv_ray.report.stats import (
     paired_bootstrap,
     paired_comparison,
     pass_hat_k,
-    planned_detectable_difference,
     sign_flip_test,
-    tasks_needed,
     wilson,
     z_value,
 )
+from edv_ray.report.stats_planning import planned_detectable_difference, tasks_needed
 
 # statsmodels.stats.proportion.proportion_confint(k, n, alpha=0.05, method="wilson")
 WILSON_CASES = [
@@ -171,7 +170,9 @@ def test_the_issue_example_26_of_40_vs_20_of_40():
     r = paired_comparison(a, b, n_boot=10_000, seed=0)
     assert r.diff == pytest.approx(0.15) and (r.tasks, r.differing) == (40, 6)
     assert r.p == pytest.approx(sps.binomtest(6, 6).pvalue) == pytest.approx(0.03125)
-    assert r.lo == pytest.approx(0.05, abs=0.0125) and r.hi == pytest.approx(0.275, abs=0.0125)
+    # cluster-robust t: s/√40 with s² = 40/39 · 0.15 · 0.85, df = 3 per differing task = 18
+    half = sps.t.ppf(0.975, 18) * math.sqrt(40 / 39 * 0.15 * 0.85 / 40)
+    assert (r.lo, r.hi) == (pytest.approx(0.15 - half), pytest.approx(0.15 + half))
     assert r.detectable == pytest.approx(0.1666, abs=0.001)
 
 

@@ -19,7 +19,9 @@ compared element-wise (different lengths 0).
 
 The official code raises on some inputs (a value its schema type cannot score, an empty
 call paired with a non-empty gold call, a schema without ``parameters`` / ``properties``,
-a gold tool missing from the tool list); the mission is then wrong. ``strict=False``
+a gold tool missing from the tool list), and its name-count asserts fail where the calls'
+names differ from the gold ones; the mission is then wrong and its stage-1 label is
+turned to "error" too (:func:`check_arguments_raising` says when). ``strict=False``
 (``metrics: corrected``) scores such a value or pair 0 and goes on.
 """
 
@@ -196,6 +198,18 @@ def check_arguments(pred_calls: Sequence[dict[str, Any]], gold: Sequence[GoldNod
                     ) -> tuple[bool, list[float]]:
     """Stage 2. ``pred_calls`` = every ``{"name", "arguments"}`` the model made in the
     mission, in order. Returns (passed, the paired scores by name then prediction order)."""
+    passed, scores, _raised = check_arguments_raising(pred_calls, gold, tools, strict)
+    return passed, scores
+
+
+def check_arguments_raising(pred_calls: Sequence[dict[str, Any]], gold: Sequence[GoldNode],
+                            tools: Sequence[dict[str, Any]], strict: bool = True
+                            ) -> tuple[bool, list[float], bool]:
+    """:func:`check_arguments` and whether the official check raises here (``strict``
+    only): names that differ from the gold ones as multisets (its count asserts: e.g. a
+    clarification made through the ask tool), an empty call against a non-empty gold call
+    (division by zero), a value or schema it cannot score. The official analysis then
+    relabels the mission's stage 1 "error" as well."""
     golds: dict[str, list[GoldNode]] = {}
     for node in gold:
         if node.name not in SPECIAL:
@@ -204,7 +218,7 @@ def check_arguments(pred_calls: Sequence[dict[str, Any]], gold: Sequence[GoldNod
     for call in pred_calls:
         preds.setdefault(call["name"], []).append(call)
     if sorted((k, len(v)) for k, v in preds.items()) != sorted((k, len(v)) for k, v in golds.items()):
-        return False, []
+        return False, [], strict
     by_name = _tool_map(tools)
     scores: list[float] = []
     try:
@@ -224,5 +238,5 @@ def check_arguments(pred_calls: Sequence[dict[str, Any]], gold: Sequence[GoldNod
                 used.add(best_i)
                 scores.append(best)
     except Unscorable:
-        return False, scores
-    return all(s >= THRESHOLD for s in scores), scores
+        return False, scores, True
+    return all(s >= THRESHOLD for s in scores), scores, False

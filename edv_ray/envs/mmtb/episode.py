@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edv_ray.agents.strategies import get_strategy, parse_text_turn, text_history
-from edv_ray.envs.mmtb.arguments import check_arguments, score_call
+from edv_ray.envs.mmtb.arguments import check_arguments_raising, score_call
 from edv_ray.envs.mmtb.callgraph import CallGraph, Crash, GraphTooLarge
 from edv_ray.envs.mmtb.data import ASK, Dialogue, GoldNode, Mission
 from edv_ray.envs.mmtb.metrics import MissionResult, answer_structure, breakdown
@@ -79,13 +79,16 @@ class MissionRecord:
     kind: str
     structure: str | None
     correct: bool
-    calls_correct: bool  # stage 1: a valid path through the call graph
+    # stage 1: a valid path through the call graph (official: False as well where the
+    # argument check raised — the official analysis relabels the mission "error")
+    calls_correct: bool
     arguments_correct: bool  # stage 2 (False when stage 1 failed)
     optimal: bool
     turns: int  # turns scored (the official step count)
     min_turns: int
-    # "" | empty_reply | text_where_call_due | wrong_calls | arguments | turn_limit |
-    # graph_too_large | official_crash | dropped (after an official crash)
+    # "" | empty_reply | text_where_call_due | wrong_calls | arguments |
+    # argument_check_raised (official) | turn_limit | graph_too_large | official_crash |
+    # dropped (after an official crash)
     reason: str
     recorded: bool = True  # False: the official pipeline never scores this mission
     extra_turns: int = 0  # turns played off the record after the verdict
@@ -215,15 +218,16 @@ def _play_mission(dialogue: Dialogue, mission: Mission, complete: Complete, syst
         else:
             play.reason = play.reason or "turn_limit"
     transcript += play.played
-    args_ok, scores = (check_arguments(play.calls, mission.nodes, dialogue.tools,
-                                       strict=mode == "official")
-                       if play.finished else (False, []))
-    reason = "official_crash" if play.crashed else play.reason or ("" if args_ok else "arguments")
+    args_ok, scores, raised = (check_arguments_raising(play.calls, mission.nodes, dialogue.tools,
+                                                       strict=mode == "official")
+                               if play.finished else (False, [], False))
+    reason = ("official_crash" if play.crashed else play.reason
+              or ("" if args_ok else "argument_check_raised" if raised else "arguments"))
     graph = play.graph
     return MissionRecord(
         index=mission.index, type=mission.type, kind=mission.kind,
         structure=answer_structure(mission.nodes), correct=play.finished and args_ok,
-        calls_correct=play.finished, arguments_correct=args_ok,
+        calls_correct=play.finished and not raised, arguments_correct=args_ok,
         optimal=play.finished and graph.optimal(), turns=graph.turns if graph else 0,
         min_turns=graph.min_turns if graph else 0, reason=reason, recorded=not play.crashed,
         extra_turns=play.extra, predicted_calls=play.calls, argument_scores=scores)

@@ -16,6 +16,8 @@ rest of a dialogue after a crash, see :class:`edv_ray.envs.mmtb.callgraph.Crash`
 left out of every figure (``n_dropped``); with ``metrics: corrected`` nothing is dropped.
 A figure over no mission is None where the official code prints 0 (it divides by
 n + 1e-5 and prints 8 characters; the figures here are the exact ratios).
+``metrics: corrected`` keeps these definitions; :data:`DEPARTURES` says, per figure, how
+its missions and verdicts depart from the official ones.
 """
 
 from __future__ import annotations
@@ -45,6 +47,36 @@ def answer_structure(nodes: Sequence[GoldNode]) -> str | None:
     if serial and parallel:
         return "serial_parallel"
     return "serial" if serial else "parallel" if parallel else None
+
+
+# ``metrics: corrected``: how each figure departs from the official one (the definitions
+# stay the official ones, so the two modes stay comparable; what changes is which
+# missions count and their verdicts). The run's scoring checks print these lines.
+_VERDICTS = ("verdicts by the corrected rules (each call gets its own tool result, a "
+             "clarification prunes the paths, a value or call the official check cannot "
+             "score scores 0 instead of failing the mission)")
+_KEPT = "missions after an official crash are scored (official: left out)"
+DEPARTURES = {
+    "overall": f"every mission: {_KEPT}; {_VERDICTS}",
+    "single": f"单 missions: {_KEPT}; {_VERDICTS}",
+    "multi": f"多 missions: {_KEPT}; {_VERDICTS}",
+    "chat": f"拒 missions: {_KEPT} (a chat mission's verdict is the same in both modes)",
+    "clarify": f"反 missions: {_KEPT}; {_VERDICTS}",
+    "parallel": f"as official, every mission of parallel structure whatever its type; {_KEPT}; "
+                f"{_VERDICTS}",
+    "serial": f"as official, every mission of serial structure whatever its type; {_KEPT}; "
+              f"{_VERDICTS}",
+    "serial_parallel": f"as official, every mission of serial+parallel structure whatever its "
+                       f"type; {_KEPT}; {_VERDICTS}",
+    "optimal_path": "as official, correct AND optimal over every parallel or serial+parallel "
+                    "mission; the fewest turns are counted over paths whose clarification and "
+                    f"final answer stand alone (official: over all paths, where a path batching "
+                    f"them makes the optimum unreachable); {_KEPT}",
+}
+STAGE1_DEPARTURE = ("stage-1 labels: where the official argument check raises (empty call "
+                    "against non-empty gold arguments, a clarification made through the ask "
+                    "tool, a value it cannot score) official relabels the mission's stage 1 "
+                    "'error'; corrected keeps the walk's label")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ reads a snapshot: epoch E+1's memory-guided executions and epoch E's inference r
 snapshot E — so a resumed run never lets an episode see items from a later epoch, and
 the snapshot's version is part of each episode's identity. A contaminated copy
 (``memory_contaminated/poison@S/``) is the last snapshot plus wrong twins in the shared
-bank (see :mod:`edv_ray.methods.contamination`).
+bank (see :mod:`edv_ray.methods.contamination`). Another EDV instance keeps these folders
+under its own (``edv_blind/memory_snapshots/`` …; :mod:`edv_ray.methods.edv.instance`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import shutil
 from pathlib import Path
 
 from edv_ray.memory import MemoryBank
+from edv_ray.methods.edv.instance import EDV, Instance
 
 VERSION_FILE = "VERSION.json"
 
 
-def snapshot_dir(run_dir: Path, epoch: int) -> Path:
-    return Path(run_dir) / "memory_snapshots" / f"epoch={epoch}"
+def snapshot_dir(run_dir: Path, epoch: int, inst: Instance = EDV) -> Path:
+    """Epoch ``epoch``'s frozen bank of EDV instance ``inst``."""
+    return inst.memory_dir(run_dir, "memory_snapshots") / f"epoch={epoch}"
 
 
 def version_of(bank_dir: Path) -> dict | None:

@@ -6,11 +6,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from edv_ray.memory.retrieval import DEFAULT_K, DEFAULT_TAU
+# memory.retrieval's defaults, kept here so the section loads without the memory code
+# (numpy, the bank): tests/test_light_start.py checks the two agree
+DEFAULT_K, DEFAULT_TAU = 3, 0.3
 
 NAME = "edv"
 INFER_STAGE = "infer"
 AUDIT_STAGE = "verify_audit"  # poison votes' calls (phase: audit, not construction)
+# contrast: graded — the group's rewards lie at least this far apart (max − min). 0.1 keeps
+# τ²-bench (rewards 0 or 1) on exactly the binary gate's groups; counts one more step right
+# on a Mind2Web task of up to 10 steps (reward = step success rate; the dataset averages
+# about 7 actions a task) and one more mission right in an MMTB dialogue of up to 10
+# missions (reward = share of missions right); smaller gaps (one step of a longer task) do not
+CONTRAST_MARGIN = 0.1
 
 
 class EDVConfig(BaseModel):
@@ -34,7 +42,11 @@ class EDVConfig(BaseModel):
     n_executors: int = Field(2, ge=1)
     distill_by: Literal["third_party", "executor", "self"] = "third_party"
     verify_by: Literal["executors", "distiller", "external", "self", "judge", "none"] = "executors"
-    require_contrast: bool = True  # distill only when the group has a success and a failure
+    require_contrast: bool = True  # the contrast gate: distill only groups that contrast
+    # what contrasts (for a distiller shown the grades; a reward-blind one's gate compares
+    # what the runs did): graded — rewards CONTRAST_MARGIN apart; binary — a success and a failure
+    contrast: Literal["graded", "binary"] = "graded"
+    contrast_margin: float = Field(CONTRAST_MARGIN, gt=0.0, le=1.0)
     distiller_sees_reward: bool = True
     verifiers_see_reward: bool = True
     max_candidates: int = Field(3, ge=1, le=10)
@@ -51,7 +63,10 @@ class EDVConfig(BaseModel):
     # memory-hierarchy ablation)
     retrieval_scope: Literal["both", "shared", "private"] = "both"
     dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
-    routing: Literal["ability_matrix", "fixed"] = "ability_matrix"
+    # ability_matrix: the Model Selector (the paper); fixed: ``fixed_solver`` for every
+    # task; random: an executor drawn per task from the run's ``seed`` and the task (no
+    # Ability Matrix; reproducible, recorded in routing/ with basis "random")
+    routing: Literal["ability_matrix", "fixed", "random"] = "ability_matrix"
     fixed_solver: str | None = None
     poison_per_task: int = Field(1, ge=0, le=10)  # known-wrong candidates injected into Verify
     poison_to_memory: bool = False  # measure admission without contaminating the banks
@@ -63,7 +78,9 @@ class EDVConfig(BaseModel):
         if self.verify_by == "self" and self.distill_by != "self":
             raise ValueError("verify_by=self means the executor that distilled votes: use distill_by=self")
         if self.require_contrast and self.n_executors < 2:
-            raise ValueError("require_contrast needs n_executors>=2 (one run cannot both succeed and fail)")
+            raise ValueError("require_contrast needs n_executors>=2 (one run has nothing to contrast with)")
+        if self.contrast == "binary" and self.contrast_margin != CONTRAST_MARGIN:
+            raise ValueError("edv.contrast_margin applies to contrast=graded, not binary")
         if self.routing == "fixed" and not self.fixed_solver:
             raise ValueError("routing=fixed needs fixed_solver")
         return self

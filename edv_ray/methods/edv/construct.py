@@ -13,7 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from edv_ray.methods.edv import records as R
-from edv_ray.methods.edv.config import NAME, EDVConfig
+from edv_ray.methods.edv.config import EDVConfig
+from edv_ray.methods.edv.instance import EDV, Instance
 from edv_ray.methods.edv.jobs import StageJob, Voter
 from edv_ray.methods.edv.plan import draw_roles, poison_candidates
 from edv_ray.methods.edv.retrieval import construction_memory
@@ -31,45 +32,47 @@ def _voter(ctx, agent: str, vtype: str, episode_ids: list[str], sees_reward: boo
                  sees_reward=sees_reward, **role_binding(ctx, agent, "verify"))
 
 
-def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, list]) -> list[str]:
-    """One construction epoch. Returns the tasks left unfinished (their group had an
-    infrastructure error, or a stage job failed): resume finishes them. A task is never
-    distilled from an incomplete group."""
-    cfg = ctx.cfg
+def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, list],
+              inst: Instance = EDV) -> list[str]:
+    """One construction epoch of EDV instance ``inst``. Returns the tasks left unfinished
+    (their group had an infrastructure error, or a stage job failed): resume finishes
+    them. A task is never distilled from an incomplete group."""
+    cfg, me = ctx.cfg, inst.name
     roles = {(d, t.id): draw_roles(cfg, e, epoch, d, t.id) for d, ts in train.items() for t in ts}
     # ---- Execute --------------------------------------------------------------------
     group_eids = steps.execute(
-        ctx, stage="execute", method=NAME, epoch=epoch, tasks=train,
+        ctx, stage="execute", method=me, epoch=epoch, tasks=train,
         plan={key: r.group for key, r in roles.items()},
-        memory=construction_memory(ctx, e, epoch),
-        label=f"epoch {epoch} execute")
+        memory=construction_memory(ctx, e, epoch, inst),
+        label=f"{me} epoch {epoch} execute")
     # ---- Distill (only tasks whose whole group finished) ------------------------------
     done = finished_attempts(ctx.run_dir, "execute")
     complete = {key for key, eids in group_eids.items()
                 if all(done.get(x, (0, ""))[1] == "ok" for _, x in eids)}
     common = dict(run_id=ctx.run_id, run_dir=str(ctx.run_dir), epoch=epoch,
                   benchmark=cfg.benchmark.model_dump(mode="json"),
-                  timeout_s=cfg.runtime.episode_timeout_s)
+                  timeout_s=cfg.runtime.episode_timeout_s, method=me)
     jobs = []
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
         if ((domain, task_id) not in complete
-                or R.task_done(ctx.run_dir, "distill_runs", epoch, name)):
+                or R.task_done(ctx.run_dir, "distill_runs", epoch, name, me)):
             continue
         jobs.append(StageJob(
             kind="distill", domain=domain, task_id=task_id,
             episode_ids=[x for _, x in group_eids[(domain, task_id)]],
             distiller=r.distiller, distiller_type=r.distiller_type,
             sees_reward=e.distiller_sees_reward, require_contrast=e.require_contrast,
+            contrast=e.contrast, contrast_margin=e.contrast_margin,
             max_candidates=e.max_candidates, retries=e.distill_retries,
             **role_binding(ctx, r.distiller, "distill"), **common))
-    steps.run_jobs(ctx, jobs, f"epoch {epoch} distill")
+    steps.run_jobs(ctx, jobs, f"{me} epoch {epoch} distill")
     # ---- Verify ---------------------------------------------------------------------
     jobs = []
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
-        marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name)
-        if not marker or R.task_done(ctx.run_dir, "verify_runs", epoch, name):
+        marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name, me)
+        if not marker or R.task_done(ctx.run_dir, "verify_runs", epoch, name, me):
             continue
         poison = poison_candidates(cfg, e, epoch, domain, task_id)
         if marker[0]["n_candidates"] == 0 and not poison:
@@ -81,33 +84,35 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
         jobs.append(StageJob(
             kind="verify", domain=domain, task_id=task_id, episode_ids=[x for _, x in eids],
             voters=voters, poison=poison, retries=e.verify_retries, **common))
-    steps.run_jobs(ctx, jobs, f"epoch {epoch} verify")
-    update_memory(ctx, e, bank, epoch, roles)
-    unfinished = [f"{d}/{t}" for (d, t) in sorted(roles) if not _task_finished(ctx, e, epoch, d, t)]
-    R.compact_epoch(ctx.run_dir, epoch)  # a few files per table for the views, not one per task
+    steps.run_jobs(ctx, jobs, f"{me} epoch {epoch} verify")
+    update_memory(ctx, e, bank, epoch, roles, inst)
+    unfinished = [f"{d}/{t}" for (d, t) in sorted(roles)
+                  if not _task_finished(ctx, e, epoch, d, t, me)]
+    R.compact_epoch(ctx.run_dir, epoch, me)  # a few files per table for the views, not one per task
     return unfinished
 
 
-def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str) -> bool:
+def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str, me: str) -> bool:
     name = R.task_file(task_id, domain)
-    marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name)
+    marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name, me)
     if not marker:
         return False
     needs_votes = marker[0]["n_candidates"] > 0 or poison_candidates(ctx.cfg, e, epoch, domain, task_id)
-    return not needs_votes or R.task_done(ctx.run_dir, "verify_runs", epoch, name)
+    return not needs_votes or R.task_done(ctx.run_dir, "verify_runs", epoch, name, me)
 
 
-def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict) -> list[dict[str, Any]]:
+def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
+                  inst: Instance = EDV) -> list[dict[str, Any]]:
     """Route every verified candidate and write the banks (idempotent), then the decisions."""
-    decisions, items = [], []
+    decisions, items, me = [], [], inst.name
     for (domain, task_id), r in sorted(roles.items()):
         name = R.task_file(task_id, domain)
-        if not R.task_done(ctx.run_dir, "verify_runs", epoch, name):
+        if not R.task_done(ctx.run_dir, "verify_runs", epoch, name, me):
             continue  # not verified yet (a failed job): resume will finish it
-        cands = R.task_rows(ctx.run_dir, "candidates", epoch, name)
+        cands = R.task_rows(ctx.run_dir, "candidates", epoch, name, me)
         cands += poison_candidates(ctx.cfg, e, epoch, domain, task_id)
         votes = defaultdict(list)
-        for v in R.task_rows(ctx.run_dir, "votes", epoch, name):
+        for v in R.task_rows(ctx.run_dir, "votes", epoch, name, me):
             votes[v["candidate_id"]].append(v)
         for c in cands:
             cv = votes.get(c["candidate_id"], [])
@@ -122,7 +127,7 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict) 
                         source_task_ids=[task_id], epoch=epoch,
                         supporting_trajectory_ids=c["supporting_episode_ids"] or [],
                         rejected_trajectory_ids=c["rejected_episode_ids"] or [],
-                        distiller=c["distiller"], method="edv",
+                        distiller=c["distiller"], method=me,
                         votes=[Vote(verifier=v["verifier"], approve=bool(v["approve"]),
                                     rationale=v["rationale"] or "") for v in cv]))
             items += new
@@ -134,6 +139,6 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict) 
     if items:
         bank.add(items)
         bank.save()
-    write_rows_atomic(decisions, R.edv_path(ctx.run_dir, "decisions", epoch, "part.parquet"),
+    write_rows_atomic(decisions, R.edv_path(ctx.run_dir, "decisions", epoch, "part.parquet", me),
                       R.DECISION_SCHEMA)
     return decisions

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from edv_ray.methods.edv import records as R
-from edv_ray.methods.edv.config import AUDIT_STAGE
+from edv_ray.methods.edv.config import AUDIT_STAGE, CONTRAST_MARGIN, NAME
+from edv_ray.methods.edv.instance import Instance
 from edv_ray.methods.edv.stages import distill, supporting_ids, vote
 from edv_ray.llm.client import CallLedger, LLMClient
 from edv_ray.methods.jobbase import JobBase
@@ -50,12 +51,15 @@ class StageJob(JobBase, RoleBinding):
     model_config = ConfigDict(extra="forbid")
 
     kind: str  # distill | verify
+    method: str = NAME  # the EDV instance: its tables' folder, its calls' stages
     episode_ids: list[str]  # the execution group's episodes
     # distill
     distiller: str | None = None
     distiller_type: str | None = None
     sees_reward: bool = True
     require_contrast: bool = True
+    contrast: Literal["graded", "binary"] = "graded"
+    contrast_margin: float = CONTRAST_MARGIN
     max_candidates: int = 3
     retries: int = 1
     # verify
@@ -64,11 +68,19 @@ class StageJob(JobBase, RoleBinding):
 
     @property
     def job_id(self) -> str:
-        return f"{self.kind}:{self.epoch}:{self.domain}:{self.task_id}"
+        who = "" if self.method == NAME else f"{self.method}:"
+        return f"{who}{self.kind}:{self.epoch}:{self.domain}:{self.task_id}"
 
     @property
     def handler(self) -> str:
         return f"edv_ray.methods.edv.jobs:run_{self.kind}_job"
+
+    @property
+    def recorded(self) -> "StageJob":
+        """The job as its calls are recorded: under its instance's stage (``distill`` for
+        ``edv``, ``distill_edv_blind`` for ``edv_blind``)."""
+        stage = Instance(self.method).stage(self.kind)
+        return self if stage == self.kind else self.model_copy(update={"kind": stage})
 
 
 def trajectories(job: StageJob, env) -> tuple[list[R.TrajectoryView], str]:
@@ -99,14 +111,20 @@ def action_signature(row: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(acts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def has_contrast(trajs: list[R.TrajectoryView], sees_reward: bool) -> bool:
-    """The contrast gate: a success and a failure when the distiller sees grades; else
-    runs that did different things (their action signatures differ) — the gate must not
-    read a reward the distiller is not shown."""
-    if sees_reward:
+def has_contrast(trajs: list[R.TrajectoryView], sees_reward: bool, contrast: str = "graded",
+                 margin: float = CONTRAST_MARGIN) -> bool:
+    """The contrast gate, decided by the framework before any prompt is sent. A distiller
+    shown the grades: ``graded`` — the group's stored rewards lie at least ``margin``
+    apart (max − min); ``binary`` — a success and a failure. A reward-blind distiller:
+    runs that did different things (their action signatures differ) — gating it on
+    grades would tell it that its group holds a better and a worse run."""
+    if not sees_reward:
+        return len({t.signature for t in trajs}) > 1
+    if contrast == "binary":
         n_ok = sum(t.success for t in trajs)
         return 0 < n_ok < len(trajs)
-    return len({t.signature for t in trajs}) > 1
+    rewards = [t.reward for t in trajs]
+    return bool(rewards) and max(rewards) - min(rewards) >= margin - 1e-9  # 0.6 − 0.5 ≥ 0.1
 
 
 def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
@@ -122,18 +140,19 @@ def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     cands: list[dict[str, Any]] = []
     if not trajs:
         marker["status"] = "no_trajectories"
-    elif job.require_contrast and not has_contrast(trajs, job.sees_reward):
+    elif job.require_contrast and not has_contrast(trajs, job.sees_reward, job.contrast,
+                                                   job.contrast_margin):
         marker["status"] = "no_contrast"
     else:
         ledger = CallLedger()
-        call = json_caller(client, job, stage_ctx(job, "distiller", job.distiller), ledger)
+        call = json_caller(client, job, stage_ctx(job.recorded, "distiller", job.distiller), ledger)
         try:
             res = distill(observed, env.policy(bench, job.domain), trajs, call,
                           sees_reward=job.sees_reward, max_candidates=job.max_candidates,
                           retries=job.retries, task_noun=env.task_noun,
                           fit=budget(job, f"distiller {job.distiller} ({job.endpoint.model_name})"))
         finally:
-            write_calls(job, ledger, R.task_file(job.task_id, job.domain))
+            write_calls(job.recorded, ledger, R.task_file(job.task_id, job.domain))
         by_id = {t.episode_id: t for t in trajs}
         for i, e in enumerate(res.experiences):
             sup, rej = supporting_ids(e.evidence, trajs)
@@ -146,8 +165,9 @@ def run_distill_job(job_json: str, client: LLMClient) -> dict[str, Any]:
                 supporting_all_failed=not any(by_id[s].success for s in sup), is_poison=False))
         marker.update(status=res.status, attempts=res.attempts, n_candidates=len(cands),
                       error=res.error, sees_reward=res.shown_outcomes)
-    write_rows_atomic(cands, R.edv_path(job.run_dir, "candidates", job.epoch, name), R.CANDIDATE_SCHEMA)
-    write_rows_atomic([marker], R.edv_path(job.run_dir, "distill_runs", job.epoch, name),
+    write_rows_atomic(cands, R.edv_path(job.run_dir, "candidates", job.epoch, name, job.method),
+                      R.CANDIDATE_SCHEMA)
+    write_rows_atomic([marker], R.edv_path(job.run_dir, "distill_runs", job.epoch, name, job.method),
                       R.DISTILL_RUN_SCHEMA)
     return {"job_id": job.job_id, "status": marker["status"], "n": len(cands)}
 
@@ -158,9 +178,9 @@ def _one_vote(job: StageJob, env, bench, observed: str, trajs: dict, voter: Vote
     if voter.verifier_type == "none":
         v = (True, True, "verification disabled (verify_by=none)", False)
     else:
-        ctx = stage_ctx(job, "verifier", voter.agent)
+        ctx = stage_ctx(job.recorded, "verifier", voter.agent)
         if c["is_poison"]:  # the admission audit is an instrument, not construction cost
-            ctx = dataclasses.replace(ctx, stage=AUDIT_STAGE)
+            ctx = dataclasses.replace(ctx, stage=Instance(job.method).stage(AUDIT_STAGE))
         call = json_caller(client, voter, ctx, ledger)
         r = vote(observed, env.policy(bench, job.domain), ctx_trajs, c["title"],
                  c["when_to_use"], c["rule"], call, retries=job.retries,
@@ -181,7 +201,7 @@ def run_verify_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     job = StageJob.model_validate_json(job_json)
     env, bench = env_of(job.benchmark)
     name = R.task_file(job.task_id, job.domain)
-    cands = R.task_rows(job.run_dir, "candidates", job.epoch, name) + job.poison
+    cands = R.task_rows(job.run_dir, "candidates", job.epoch, name, job.method) + job.poison
     views, observed = trajectories(job, env)
     trajs = {t.episode_id: t for t in views}
     ledger = CallLedger()
@@ -191,10 +211,12 @@ def run_verify_job(job_json: str, client: LLMClient) -> dict[str, Any]:
             votes = list(pool.map(lambda p: _one_vote(job, env, bench, observed, trajs, p[0], p[1],
                                                       client, ledger), pairs))
     finally:
-        write_calls(job, ledger, R.task_file(job.task_id, job.domain))
-    write_rows_atomic(votes, R.edv_path(job.run_dir, "votes", job.epoch, name), R.VOTE_SCHEMA)
+        write_calls(job.recorded, ledger, R.task_file(job.task_id, job.domain))
+    write_rows_atomic(votes, R.edv_path(job.run_dir, "votes", job.epoch, name, job.method),
+                      R.VOTE_SCHEMA)
     write_rows_atomic([dict(run_id=job.run_id, domain=job.domain, task_id=job.task_id,
                             verifiers=[v.agent for v in job.voters], n_candidates=len(cands),
                             n_votes=len(votes), status="ok")],
-                      R.edv_path(job.run_dir, "verify_runs", job.epoch, name), R.VERIFY_RUN_SCHEMA)
+                      R.edv_path(job.run_dir, "verify_runs", job.epoch, name, job.method),
+                      R.VERIFY_RUN_SCHEMA)
     return {"job_id": job.job_id, "status": "ok", "n": len(votes)}

@@ -1,6 +1,7 @@
 """Plain records of the EDV stages and their Parquet schemas (one place).
 
-Tables under ``RUN_DIR/edv/`` (hive-partitioned by epoch; one file per task):
+Tables under ``RUN_DIR/edv/`` (another EDV instance: ``RUN_DIR/<its name>/``;
+hive-partitioned by epoch; one file per task):
   candidates/epoch=E/<task>.parquet     candidates proposed for a task (incl. poison)
   distill_runs/epoch=E/<task>.parquet   one row per task: status, attempts (the marker)
   votes/epoch=E/<task>.parquet          one row per (candidate, verifier)
@@ -69,33 +70,35 @@ class TrajectoryView(BaseModel):
 
 
 
-def edv_dir(run_dir: str | Path, table: str, epoch: int) -> Path:
-    return Path(run_dir) / "edv" / table / f"epoch={epoch}"
+def edv_dir(run_dir: str | Path, table: str, epoch: int, method: str = "edv") -> Path:
+    """``RUN_DIR/<method>/<table>/epoch=E``: each EDV instance's tables in its own folder."""
+    return Path(run_dir) / method / table / f"epoch={epoch}"
 
 
-def edv_path(run_dir: str | Path, table: str, epoch: int, name: str) -> Path:
-    return edv_dir(run_dir, table, epoch) / name
+def edv_path(run_dir: str | Path, table: str, epoch: int, name: str, method: str = "edv") -> Path:
+    return edv_dir(run_dir, table, epoch, method) / name
 
 
-def task_rows(run_dir: str | Path, table: str, epoch: int, name: str) -> list[dict]:
+def task_rows(run_dir: str | Path, table: str, epoch: int, name: str,
+              method: str = "edv") -> list[dict]:
     """One task's rows of a per-task table ([] when it has none)."""
     from edv_ray.results.task_tables import task_file_rows
 
-    return task_file_rows(edv_path(run_dir, table, epoch, name)) or []
+    return task_file_rows(edv_path(run_dir, table, epoch, name, method)) or []
 
 
-def task_done(run_dir: str | Path, table: str, epoch: int, name: str) -> bool:
+def task_done(run_dir: str | Path, table: str, epoch: int, name: str, method: str = "edv") -> bool:
     """Whether a task's file (a stage's marker) was written."""
     from edv_ray.results.task_tables import task_file_exists
 
-    return task_file_exists(edv_path(run_dir, table, epoch, name))
+    return task_file_exists(edv_path(run_dir, table, epoch, name, method))
 
 
-def compact_epoch(run_dir: str | Path, epoch: int) -> dict[str, int]:
+def compact_epoch(run_dir: str | Path, epoch: int, method: str = "edv") -> dict[str, int]:
     """Merge one epoch's per-task files, table by table (files merged per table)."""
     from edv_ray.results.task_tables import compact_task_folder
 
-    return {table: compact_task_folder(edv_dir(run_dir, table, epoch), schema)
+    return {table: compact_task_folder(edv_dir(run_dir, table, epoch, method), schema)
             for table, schema in TASK_TABLES.items()}
 
 

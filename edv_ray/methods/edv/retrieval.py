@@ -48,30 +48,34 @@ def edv_experiences(observed_text: str, params: dict) -> Retrieval:
                      item_ids=[h.item.item_id for h in hits], banks=[h.bank for h in hits])
 
 
-def memory_fn(ctx, e, bank_dir: Path, info: dict | None):
+def memory_fn(ctx, e, bank_dir: Path, info: dict | None, inst=None):
     """Retrieval for (task, solver) from the frozen bank at ``bank_dir`` (``info``: its
     version): shared first, then the solver's private bank (``edv.retrieval_scope``),
     never an item distilled from this task (leave-one-task-out, default on). None — no
     memory — when k = 0 or the bank is empty: such an episode is the same episode as one
-    run without memory (and may be shared with Router)."""
+    run without memory (and may be shared with Router and another EDV instance). An EDV
+    instance other than ``edv`` names itself in the request (part of the memory's key):
+    an episode that reads its bank is never another instance's episode."""
     if e.retrieval_k == 0 or not info or info.get("items", 0) == 0:
         return None
+    owner = {} if inst is None or inst.main else {"instance": inst.name}
 
     def fn(domain, task, agent):
         return MemoryRequest(
             provider="edv_ray.methods.edv.retrieval:edv_experiences", version=info["version"],
             params=dict(_bank_dir=str(bank_dir), solver=agent, k=e.retrieval_k,
                         tau=e.retrieval_tau, domain=domain, scope=e.retrieval_scope,
-                        exclude_task_ids=[task.id] if e.leave_one_task_out else []))
+                        exclude_task_ids=[task.id] if e.leave_one_task_out else [], **owner))
     return fn
 
 
-def construction_memory(ctx, e, epoch: int):
+def construction_memory(ctx, e, epoch: int, inst=None):
     """Epoch ``epoch``'s memory-guided executions read the bank frozen after the epoch
     before (none in epoch 0)."""
     from edv_ray.methods.edv.banks import snapshot_dir, version_of
+    from edv_ray.methods.edv.instance import EDV
 
     if not e.retrieve_during_construction or epoch == 0:
         return None
-    frozen = snapshot_dir(ctx.run_dir, epoch - 1)
-    return memory_fn(ctx, e, frozen, version_of(frozen))
+    frozen = snapshot_dir(ctx.run_dir, epoch - 1, inst or EDV)
+    return memory_fn(ctx, e, frozen, version_of(frozen), inst)

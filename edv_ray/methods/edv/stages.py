@@ -52,12 +52,20 @@ def run_block(t: TrajectoryView, transcript: str, sees_reward: bool) -> str:
     return f'<run label="{t.label}" agent="{t.agent}"{outcome}>\n{fence(transcript)}\n</run>'
 
 
+def distill_prompt(n_runs: int, sees_reward: bool) -> str:
+    """The distill prompt for ``n_runs`` runs: several runs are compared, a single run is
+    examined on its own (there is nothing to compare it with)."""
+    kind = "graded" if sees_reward else "blind"
+    return f"distill_single_{kind}.v1" if n_runs == 1 else f"distill_{kind}.v3"
+
+
 def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Caller, *,
             sees_reward: bool, max_candidates: int, retries: int, task_noun: str = "task",
             fit: Callable = _identity_fit) -> DistillResult:
-    """Ask the distiller for lessons that contrast the runs; strict schema, retried.
+    """Ask the distiller for lessons that contrast the runs — or, given one run (one
+    executor, ``distill_by: self``), lessons from that run alone; strict schema, retried.
     ``fit(render, transcripts)`` shortens transcripts to the model's prompt budget."""
-    name = "distill_graded.v3" if sees_reward else "distill_blind.v3"
+    name = distill_prompt(len(trajectories), sees_reward)
 
     def render(transcripts: list[str]) -> str:
         blocks = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(trajectories, transcripts))

@@ -1,4 +1,11 @@
-"""ReasoningBank's config section (``reasoning_bank:`` in a run config) and stage names."""
+"""ReasoningBank's config section (``reasoning_bank:`` in a run config) and stage names.
+
+Units: ``retrieval_k`` counts distinct *past tasks* (the paper's k, default 1), and every
+item of each such task is injected — up to ``items_per_task`` per rollout learned from
+(``runtime.trials`` rollouts are each extracted; MaTTS parallel gives one self-contrast
+set). EDV's ``retrieval_k`` counts *items*. ``max_injected`` caps the items one episode
+receives (the most similar task's items first), so a sweep can pair the two methods on
+items injected; the report's ``items_injected`` table gives what each episode got."""
 
 from __future__ import annotations
 
@@ -16,8 +23,10 @@ class ReasoningBankConfig(BaseModel):
 
     epochs: int = Field(1, ge=1, le=50)
     eval_after_each_epoch: bool = False  # a test evaluation after every epoch (epoch curve)
-    retrieval_k: int = Field(1, ge=0, le=20)  # distinct past tasks whose items are injected
-    max_items: int | None = Field(None, ge=1, le=10)  # default: 3, or 5 with MaTTS parallel
+    retrieval_k: int = Field(1, ge=0, le=20)  # distinct PAST TASKS whose items are all injected
+    max_items: int | None = Field(None, ge=1, le=10)  # per rollout: default 3 (5 with MaTTS parallel)
+    # at most this many ITEMS injected per episode (None: all items of the k tasks)
+    max_injected: int | None = Field(None, ge=1, le=200)
     retries: int = Field(2, ge=0, le=5)
     extract_temperature: float = Field(1.0, ge=0.0, le=2.0)
     leave_one_task_out: bool = True

@@ -2,7 +2,9 @@
 bank and domain, wrong twins of clean items are appended to their host entries in a
 copy of the frozen bank (``rb/bank_contaminated/poison@S/agent=A/``), so the twin is
 retrieved with its host's task query — the same unit (items) and the same placement
-(same-domain queries) as EDV's."""
+(same-domain queries) as EDV's. Hosts are nested across shares (see
+:func:`~edv_ray.methods.contamination.pick_hosts`); each agent reads only its own bank,
+so its exposure is counted over that bank."""
 
 from __future__ import annotations
 
@@ -35,12 +37,13 @@ def contaminated_banks(ctx, rb, bank_of: Callable[[str], Path]) -> Iterator[tupl
         if twins is None:
             continue
         root = ctx.run_dir / "rb" / "bank_contaminated" / C.condition(share)
-        rows = []
+        rows, exposure = [], []
         for a in agents:
-            placed = _write_copy(bank_of(a), root / f"agent={a}", hosts[a], twins)
-            rows += C.share_rows(ctx.run_id, NAME, share, clean[a],
-                                 [dict(p, bank="rb", owner=a) for p in placed])
-        C.record(ctx.run_dir, NAME, share, rows)
+            placed = [dict(p, bank="rb", owner=a)
+                      for p in _write_copy(bank_of(a), root / f"agent={a}", hosts[a], twins)]
+            rows += C.share_rows(ctx.run_id, NAME, share, clean[a], placed)
+            exposure += C.exposure_rows(ctx.run_id, NAME, share, clean[a], placed, [a])
+        C.record(ctx.run_dir, NAME, share, rows, exposure)
         ctx.console.print(f"reasoning_bank contamination {share:g}: {len(rows)} twin(s) in "
                           f"{len(agents)} bank(s)")
         yield share, (lambda agent, root=root: root / f"agent={agent}")
@@ -80,7 +83,9 @@ def _write_copy(src: Path, dest: Path, hosts: dict[str, list[C.Host]],
             if not any(r["entry_id"] in adds for r in rows):
                 continue
             for r in rows:
-                r["items"] = list(r["items"] or []) + [a["item"] for a in adds.get(r["entry_id"], [])]
+                have, new = list(r["items"] or []), [a["item"] for a in adds.get(r["entry_id"], [])]
+                sources = list(r.get("item_episode_ids") or [None] * len(have))
+                r["items"], r["item_episode_ids"] = have + new, sources + [None] * len(new)
             write_rows_atomic(rows, f, ENTRY_SCHEMA)
         (dest / DONE).write_text("ok")
     placed = []

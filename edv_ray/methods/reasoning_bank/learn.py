@@ -2,27 +2,32 @@
 
 One job per (agent, task, epoch): the same model as the agent judges each rollout at
 temperature 0 from the record alone (no reward), then extracts at most ``max_items``
-items — strategies from a judged success, lessons from a judged failure; with MaTTS
-parallel, one self-contrast extraction over all rollouts (≤ 5 items) and a best-of-k
-pick by the same model. Malformed answers are retried, then dropped: no item is ever
-stored from an unparsed answer. The entry file (the job's marker) is written last.
+items from *each* rollout (``runtime.trials`` > 1: every rollout, each item keeping the
+episode it came from) — strategies from a judged success, lessons from a judged
+failure; with MaTTS parallel, one self-contrast extraction over all rollouts (≤ 5 items)
+and a best-of-k pick by the same model. An item's description must be one sentence.
+Malformed answers are retried, then dropped: no item is ever stored from an unparsed or
+invalid answer. The entry file (the job's marker) is written last.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.reasoning_bank.store import (
     ENTRY_SCHEMA,
     JUDGMENT_SCHEMA,
+    PKG,
     entry_path,
     judgment_path,
 )
 
-PKG = "methods/reasoning_bank"
+# a sentence ends where . ! or ? is followed by space and a capital, digit or quote
+_NEXT_SENTENCE = re.compile(r"[.!?][\"')\]]*\s+[\"'(\[]?[A-Z0-9]")
 
 
 class RBJudgeAnswer(BaseModel):
@@ -36,6 +41,13 @@ class RBItem(BaseModel):
     title: str = Field(min_length=3, max_length=200)
     description: str = Field(min_length=3, max_length=600)
     content: str = Field(min_length=8, max_length=2000)
+
+    @field_validator("description")
+    @classmethod
+    def _one_sentence(cls, v: str) -> str:
+        if "\n" in v.strip() or _NEXT_SENTENCE.search(v.strip()):
+            raise ValueError("the description must be one sentence")
+        return v
 
 
 class RBItems(BaseModel):
@@ -114,7 +126,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
                 parse_ok=ans is not None, reasoning=(ans.reasoning if ans else _err or "")[:2000],
                 true_success=bool(r["success"]), reward=float(r["reward"])))
         labels = [j["label"] for j in judgments]
-        items, error, picked = [], None, None
+        items, sources, error, picked = [], [], None, None
         if job.contrast and len(rows) > 1:
             block = lambda ps: {"attempts": "\n".join(  # noqa: E731
                 f'<attempt label="A{i}" judged="{labels[i - 1] or "unknown"}">\n{fence(x)}\n</attempt>'
@@ -122,6 +134,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
             p = prompt_for(extract_b, "rb_extract_contrast.v1", txs, block)
             got, _n, error = ask_json(call(extract_b, "extractor"), p, RBItems, job.retries)
             items = got.items[:job.max_items] if got else []
+            sources = [None] * len(items)  # drawn from all the rollouts
             p = prompt_for(judge_b, "rb_pick.v1", txs, block)
             names = {f"A{i}" for i in range(1, len(rows) + 1)}
 
@@ -130,11 +143,20 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
                     raise ValueError(f"pick {a.pick!r} not in {sorted(names)}")
             pick, _n, _e = ask_json(call(judge_b, "self_judge"), p, RBPick, job.retries, known)
             picked = rows[int(pick.pick.strip()[1:]) - 1]["episode_id"] if pick else None
-        elif labels[0] is not None:
-            name = "rb_extract_success.v1" if labels[0] == "success" else "rb_extract_failure.v1"
-            p = prompt_for(extract_b, name, txs[:1], lambda ps: {"trajectory": fence(ps[0])})
-            got, _n, error = ask_json(call(extract_b, "extractor"), p, RBItems, job.retries)
-            items = got.items[:job.max_items] if got else []
+        else:  # each rollout the judge labelled: its own extraction (≤ max_items)
+            errors = []
+            for r, tx, label in zip(rows, txs, labels):
+                if label is None:
+                    continue
+                name = "rb_extract_success.v1" if label == "success" else "rb_extract_failure.v1"
+                p = prompt_for(extract_b, name, [tx], lambda ps: {"trajectory": fence(ps[0])})
+                got, _n, err = ask_json(call(extract_b, "extractor"), p, RBItems, job.retries)
+                kept = got.items[:job.max_items] if got else []
+                items += kept
+                sources += [r["episode_id"]] * len(kept)
+                if err:
+                    errors.append(f"{r['episode_id']}: {err}")
+            error = "; ".join(errors) or None
     finally:
         write_calls(job, ledger, entry_path(job.run_dir, job.agent, job.epoch, job.domain,
                                             job.task_id, job.stage).name)
@@ -144,8 +166,8 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
         run_id=job.run_id, agent=job.agent, domain=job.domain, task_id=job.task_id,
         stage=job.stage, query=observed, query_embedding=vec, episode_ids=job.episode_ids,
         judge_labels=labels, true_success=[bool(r["success"]) for r in rows],
-        items=[i.model_dump() for i in items], status="ok" if items else "no_items",
-        error=error, picked_episode_id=picked, seq=job.seq)
+        items=[i.model_dump() for i in items], item_episode_ids=sources,
+        status="ok" if items else "no_items", error=error, picked_episode_id=picked, seq=job.seq)
     write_rows_atomic(judgments, judgment_path(job.run_dir, job.agent, job.epoch, job.domain,
                                                job.task_id, job.stage), JUDGMENT_SCHEMA)
     write_rows_atomic([entry], entry_path(job.run_dir, job.agent, job.epoch, job.domain,

@@ -25,7 +25,8 @@ def bank_dir(ctx, rb: ReasoningBankConfig, agent: str) -> Path:
 
 def memory(ctx, rb: ReasoningBankConfig, before_seq: int | None, bank_of=None):
     """Retrieval for (task, agent) from what the agent's bank held before ``before_seq``
-    (None = everything): the k most similar distinct past tasks of the same domain."""
+    (None = everything): the items of the k most similar distinct past tasks of the same
+    domain, at most ``max_injected`` of them when set."""
     from edv_ray.runtime.spec import MemoryRequest
 
     bank_of = bank_of or (lambda agent: bank_dir(ctx, rb, agent))
@@ -38,10 +39,12 @@ def memory(ctx, rb: ReasoningBankConfig, before_seq: int | None, bank_of=None):
         seen = visible(load_entries(bank), domain, before_seq, {tuple(x) for x in exclude})
         if not seen:
             return None  # nothing to retrieve: the same episode as one without memory
-        return MemoryRequest(
-            provider="edv_ray.methods.reasoning_bank.store:rb_experiences", version=version(seen),
-            params=dict(_bank_dir=str(bank), k=rb.retrieval_k, domain=domain,
-                        before_seq=before_seq, exclude=exclude))
+        params = dict(_bank_dir=str(bank), k=rb.retrieval_k, domain=domain,
+                      before_seq=before_seq, exclude=exclude)
+        if rb.max_injected is not None:  # only when set: uncapped episodes keep their ids
+            params["max_injected"] = rb.max_injected
+        return MemoryRequest(provider="edv_ray.methods.reasoning_bank.store:rb_experiences",
+                             version=version(seen), params=params)
     return fn
 
 

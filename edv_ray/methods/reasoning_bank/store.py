@@ -3,14 +3,19 @@
 An *entry* is one learned trajectory (or, with MaTTS, one task's group of rollouts): the
 task query the agent observed, its embedding, the episode(s), the agent's own judge
 label beside the true reward (so the trap is measurable for RB too), and up to 3 (5 with
-MaTTS) items — title, one-sentence description, content. One Parquet file per entry
+MaTTS) items per rollout learned from — title, one-sentence description, content — with
+the episode each item was extracted from (``item_episode_ids``, parallel to ``items``;
+null for a MaTTS self-contrast item, drawn from all the entry's episodes and for a
+contamination twin). One Parquet file per entry
 (``rb/bank/agent=A/epoch=E/<task>.parquet``), written atomically; nothing is ever
 merged, pruned or rewritten (the paper's plain append).
 
 Retrieval (:func:`rb_experiences`, run in the episode worker once the agent has observed
 its task) embeds the query, finds the k most similar *distinct past tasks* of the same
 domain in the agent's own bank (cosine over their task queries; never the current task —
-leave-one-task-out), and returns all the items of each task's latest entry. Entries carry
+leave-one-task-out), and returns all the items of each task's latest entry (the most
+similar task's first; at most ``max_injected`` items when set). Each injected item ends
+with a request to say, at each step, whether it was used. Entries carry
 a sequence number (``seq`` = epoch × SEQ_EPOCH + the task's position in the stream): an
 episode sees only entries learned before it (``before_seq``), so a resumed run or an
 epoch's evaluation never sees later learning.
@@ -26,6 +31,8 @@ import pyarrow as pa
 
 from edv_ray.runtime.spec import Retrieval
 
+PKG = "methods/reasoning_bank"  # where its prompt files live
+
 _S = pa.string()
 ITEM = pa.struct([("title", _S), ("description", _S), ("content", _S)])
 ENTRY_SCHEMA = pa.schema([
@@ -35,6 +42,7 @@ ENTRY_SCHEMA = pa.schema([
     ("true_success", pa.list_(pa.bool_())), ("items", pa.list_(ITEM)), ("status", _S),
     ("error", _S), ("picked_episode_id", _S),  # MaTTS parallel: the model's best-of-k
     ("seq", pa.int64()),  # epoch × SEQ_EPOCH + position in the epoch's task stream
+    ("item_episode_ids", pa.list_(_S)),  # per item: the rollout it was extracted from
 ])
 SEQ_EPOCH = 10_000_000
 JUDGMENT_SCHEMA = pa.schema([
@@ -59,6 +67,19 @@ def judgment_path(run_dir, agent: str, epoch: int, domain: str, task_id: str, st
 
 def render_item(item: dict) -> str:
     return f"### {item['title']}\n{item['description']}\n{item['content']}"
+
+
+def injected_items(items: list[dict]) -> list[str]:
+    """The items as the acting agent reads them (numbered 1.. in its memory block), the
+    last one followed once by the request to say at each step whether each item was used
+    (once per block, not per item: the request costs every method the same few tokens
+    whatever k is)."""
+    from edv_ray.prompts import render_prompt
+
+    texts = [render_item(item) for item in items]
+    if texts:
+        texts[-1] += "\n" + render_prompt(PKG, "rb_item_use.v2", count=len(texts))
+    return texts
 
 
 _lock = threading.Lock()
@@ -132,9 +153,12 @@ def rb_experiences(observed_text: str, params: dict) -> Retrieval:
     if not entries or not observed_text.strip():
         return Retrieval()
     vec = Embedder().embed_one(observed_text)
-    texts, ids = [], []
+    cap = params.get("max_injected")
+    items, ids = [], []
     for _score, e in top_entries(entries, vec, params["k"]):
         for i, item in enumerate(e["items"]):
-            texts.append(render_item(item))
+            if cap is not None and len(ids) >= cap:
+                break
+            items.append(item)
             ids.append(f"{e['entry_id']}:{i}")
-    return Retrieval(texts=texts, item_ids=ids, banks=["rb"] * len(ids))
+    return Retrieval(texts=injected_items(items), item_ids=ids, banks=["rb"] * len(ids))

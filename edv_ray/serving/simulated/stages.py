@@ -71,7 +71,12 @@ class StageAnswers:
 
     def _type_key(self, tag) -> str:
         domain, task_id = tag.get("domain", ""), tag.get("task_id", "")
-        return self.sim.world.type_key(domain, task_id) if domain and task_id else "?/?"
+        if not (domain and task_id):
+            return "?/?"
+        try:
+            return self.sim.world.type_key(domain, task_id)
+        except KeyError:  # a role that names no benchmark task (the memory audit's opaque ids)
+            return "?/?"
 
     def _written(self, tag, prompt, key, p: float, limit: int) -> list[dict]:
         """Lessons with hidden tags, each correct with probability ``p``."""

@@ -1,0 +1,121 @@
+"""Coverage of ``edv compare``'s intervals in hard designs (issue 27 item 5): few tasks,
+rates near 0 or 1, strongly heterogeneous tasks.
+
+Each repetition draws tasks from a planted population — task rate u ~ Beta(μκ, (1 − μ)κ)
+(mean μ, concentration κ: κ = 1–2 means tasks that are mostly solved or mostly not) —
+and their trials for two methods on the same tasks: A solves a trial with probability u,
+B with u + δ(1 − u). The truths are the population's: A's rate μ, B − A = δ(1 − μ). The
+cell interval is :func:`clustered_rate` (with several domains: the mean of domain scores,
+as compare weighs it) and the paired one :func:`paired_t` (tasks within domains), shown
+only where compare shows it (from :data:`MIN_DIFFERING_TASKS` differing tasks): its
+coverage is over the repetitions that show one, and ``shown`` says how many did.
+
+Run ``python experiments/validation/coverage_table.py --reps 2000`` for the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edv_ray.report.stats import MIN_DIFFERING_TASKS, clustered_rate, paired_t
+
+BAND = (0.93, 0.97)
+DELTA = 0.2  # B = u + δ(1 − u)
+MUS = (0.05, 0.5, 0.95)
+CONCENTRATIONS = (1.0, 2.0)
+
+
+@dataclass(frozen=True)
+class Design:
+    domains: int
+    tasks: int  # per domain
+    trials: int
+
+    @property
+    def name(self) -> str:
+        head = f"{self.domains} domains × " if self.domains > 1 else ""
+        return f"{head}{self.tasks} × {self.trials}"
+
+
+DESIGNS = (Design(1, 20, 3), Design(1, 16, 10), Design(1, 8, 10), Design(2, 8, 10),
+           Design(1, 50, 5), Design(1, 100, 5))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    design: Design
+    mu: float
+    kappa: float
+    reps: int
+    cell: float  # share of repetitions whose cell interval covers μ
+    cell_width: float
+    diff: float | None  # share of shown paired intervals covering δ(1 − μ)
+    diff_width: float | None
+    shown: int  # repetitions with a paired interval
+
+    def inside(self) -> tuple[bool, bool]:
+        ok = [BAND[0] <= self.cell <= BAND[1],
+              self.diff is not None and BAND[0] <= self.diff <= BAND[1]]
+        return ok[0], ok[1]
+
+
+def draw(design: Design, mu: float, kappa: float, reps: int,
+         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Successes of A and B per repetition and task: two (reps, domains · tasks) arrays."""
+    u = rng.beta(mu * kappa, (1 - mu) * kappa, (reps, design.domains * design.tasks))
+    a = rng.binomial(design.trials, u)
+    b = rng.binomial(design.trials, u + DELTA * (1 - u))
+    return a, b
+
+
+def coverage(design: Design, mu: float, kappa: float, reps: int, seed: int = 0) -> Coverage:
+    """One cell of the table: ``reps`` seeded repetitions through compare's own interval
+    functions."""
+    rng = np.random.default_rng([seed, design.domains, design.tasks, design.trials,
+                                 int(mu * 1000), int(kappa * 10)])
+    a, b = draw(design, mu, kappa, reps, rng)
+    g, m = design.domains * design.tasks, design.trials
+    episodes = [m] * g
+    weights = [1.0 / (design.domains * design.tasks * m)] * g if design.domains > 1 else None
+    strata = np.repeat(np.arange(design.domains), design.tasks) if design.domains > 1 else None
+    truth = DELTA * (1 - mu)
+    cell_hits, cell_w, diff_hits, diff_w, shown = 0, 0.0, 0, 0.0, 0
+    for ya, yb in zip(a, b):
+        r = clustered_rate(ya, episodes, weights)
+        cell_hits += r.lo <= mu <= r.hi
+        cell_w += r.hi - r.lo
+        d = (yb - ya) / m
+        if int((d != 0).sum()) < MIN_DIFFERING_TASKS:
+            continue
+        _, lo, hi, _ = paired_t(d, strata=strata)
+        shown += 1
+        diff_hits += lo <= truth <= hi
+        diff_w += hi - lo
+    return Coverage(design, mu, kappa, reps, cell_hits / reps, cell_w / reps,
+                    diff_hits / shown if shown else None, diff_w / shown if shown else None,
+                    shown)
+
+
+def grid(reps: int, seed: int = 0, designs=DESIGNS, progress=None) -> list[Coverage]:
+    """Every design × μ × κ; ``progress(i, total, row)`` after each."""
+    cells = [(d, mu, k) for d in designs for mu in MUS for k in CONCENTRATIONS]
+    out = []
+    for i, (d, mu, k) in enumerate(cells):
+        out.append(coverage(d, mu, k, reps, seed))
+        if progress:
+            progress(i + 1, len(cells), out[-1])
+    return out
+
+
+def table_md(rows: list[Coverage]) -> str:
+    """The markdown table: coverage (mean width) of cells and paired differences."""
+    lines = ["| design (tasks × trials) | μ | κ | cell coverage | cell width | "
+             "paired coverage | paired width | shown |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        diff = "–" if r.diff is None else f"{r.diff:.3f}"
+        dw = "–" if r.diff_width is None else f"{r.diff_width:.3f}"
+        lines.append(f"| {r.design.name} | {r.mu} | {r.kappa:g} | {r.cell:.3f} | "
+                     f"{r.cell_width:.3f} | {diff} | {dw} | {r.shown}/{r.reps} |")
+    return "\n".join(lines)
