@@ -37,7 +37,8 @@ from edv_ray.config import RunConfig
 from edv_ray.results.store import RunStore
 from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
-from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction  # noqa: F401 (plan.py)
+# COMPACT_EVERY is read here at each fan-out (plan.py reads it here too; tests lower it here)
+from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction
 from edv_ray.runtime.worker_layout import shares, spread_over_nodes, worker_lost  # noqa: F401
 
 TIMEOUT_GRACE_S = 60.0
@@ -146,7 +147,7 @@ class EpisodeRunner:
         live tracking, reports) stay fast however long the run."""
         stats = BatchStats()
         stages = sorted({s.stage for s in specs})
-        compaction = Compaction(self.store.run_dir, lambda: stages)
+        compaction = Compaction(self.store.run_dir, lambda: stages, every=COMPACT_EVERY)
 
         def on_result(result: dict[str, Any]) -> None:
             stats.add(result)
@@ -182,7 +183,8 @@ class EpisodeRunner:
         # their call files (one per job) are merged like episodes' (every COMPACT_EVERY
         # jobs): a stage of 10⁴–10⁵ jobs otherwise leaves as many one-row files for every
         # view over llm_calls (token_use, tokens_by_stage) to open
-        compaction = Compaction(self.store.run_dir, self._call_stages, tables=("llm_calls",))
+        compaction = Compaction(self.store.run_dir, self._call_stages, tables=("llm_calls",),
+                                every=COMPACT_EVERY)
 
         def failed(job, message: str) -> dict[str, Any]:
             return {"job_id": job.job_id, "status": "error", "error": message}
