@@ -105,10 +105,10 @@ def known_methods() -> dict[str, Any]:
 
 
 def get_method(name: str) -> Any:
-    methods = known_methods()
-    if name not in methods:
-        raise KeyError(f"unknown method {name!r}; known: {sorted(methods)}")
-    return methods[name]
+    _load_builtin()
+    if name not in _REGISTRY:  # no copy of the table per lookup (make_spec asks per episode)
+        raise KeyError(f"unknown method {name!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[name]
 
 
 def method_names() -> list[str]:

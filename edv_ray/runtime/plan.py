@@ -104,7 +104,7 @@ def pending_specs(specs: list[EpisodeSpec], run_dir: str | Path) -> list[Episode
     finished test episodes were seeded by the earlier rule (their epoch in the seed) is
     refused (:func:`check_seed_rule`): resuming it would mix two seed rules."""
     by_stage = {stage: finished_attempts(run_dir, stage) for stage in {s.stage for s in specs}}
-    check_seed_rule(specs, run_dir)
+    check_seed_rule(specs, run_dir, by_stage)
     out = []
     for s in specs:
         prev = by_stage[s.stage].get(s.episode_id)
@@ -115,18 +115,23 @@ def pending_specs(specs: list[EpisodeSpec], run_dir: str | Path) -> list[Episode
     return out
 
 
-def check_seed_rule(specs: list[EpisodeSpec], run_dir: str | Path) -> None:
+def check_seed_rule(specs: list[EpisodeSpec], run_dir: str | Path,
+                    finished: dict[str, dict] | None = None) -> None:
     """Refuse (ConfigError, one line) when a finished episode of a test stage at epoch > 0
     carries the seed the earlier rule gave it (``episode_seed`` with its epoch): that run
     started before test seeds were keyed on (task, trial, agent) only, and going on would
     seed its remaining test episodes — and pair its methods — by another rule. Read only
-    for such stages (a test stage at epoch 0 is seeded alike by both rules)."""
+    for such stages (a test stage at epoch 0 is seeded alike by both rules), and only when
+    one of their episodes has finished (``finished``: :func:`finished_attempts` per stage,
+    read already by the caller) — a fresh stage opens no DuckDB connection."""
     from edv_ray.config import ConfigError
     from edv_ray.results.views import connect
 
+    if finished is None:
+        finished = {st: finished_attempts(run_dir, st) for st in {s.stage for s in specs}}
     later = [s for s in specs if s.epoch > 0 and s.seed is not None
-             and is_test_stage(s.method, s.stage)]
-    if not later or not any((Path(run_dir) / "episodes").glob("stage=*")):
+             and s.episode_id in finished.get(s.stage, {}) and is_test_stage(s.method, s.stage)]
+    if not later:
         return
     con = connect(run_dir)
     try:
