@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from edv_ray.config import ConfigError
-from edv_ray.report.method_facts import baselines, method_order, per_model_methods
+from edv_ray.report.method_facts import method_order, per_model_methods
 from edv_ray.report.stats import clustered_rate
 
 ALL = "all"  # a pooled domain / agent
@@ -53,17 +53,6 @@ def counts(con, by: tuple[str, ...], epoch="last") -> list[dict]:
                       f"GROUP BY {cols} ORDER BY {cols}", params)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
-
-
-def __getattr__(name):
-    """``PER_MODEL_METHODS`` / ``METHOD_ORDER`` / ``BASELINES``: the registry's facts
-    (:mod:`edv_ray.report.method_facts`), read when asked so a method registered later
-    counts."""
-    facts = {"PER_MODEL_METHODS": per_model_methods, "METHOD_ORDER": method_order,
-             "BASELINES": baselines}
-    if name in facts:
-        return facts[name]()
-    raise AttributeError(name)
 
 
 def order_methods(methods) -> list[str]:

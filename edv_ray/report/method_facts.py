@@ -7,11 +7,7 @@ validity checks, audit items and judging roles."""
 from __future__ import annotations
 
 from edv_ray.methods.registry import PER_AGENT, Method
-
-try:  # the registry's lookup table (moving to edv_ray.plugins)
-    from edv_ray.plugins import known_methods
-except ImportError:  # pragma: no cover - before the move
-    from edv_ray.methods.registry import known_methods
+from edv_ray.plugins import known_methods
 
 
 def methods() -> dict[str, Method]:

@@ -76,12 +76,6 @@ def queries() -> dict[str, tuple[str, str, bool]]:
     return out
 
 
-def __getattr__(name):
-    if name == "QUERIES":  # read when asked: a method registered later counts
-        return queries()
-    raise AttributeError(name)
-
-
 def report(run_dir: str | Path, console: Console | None = None, save: bool = True,
            which: tuple[str, ...] | None = None) -> dict:
     """Print the tables from the run's Parquet files (through DuckDB); save CSV + a plot."""

@@ -64,9 +64,9 @@ def heat(score) -> int:
 def ability_grids(con) -> list[dict]:
     """The Ability Matrix each method routed with (its last epoch), as agent × task-type
     grids; the run-wide ``ability_matrix`` view when no method routed."""
-    from edv_ray.report.tables import QUERIES
+    from edv_ray.report.tables import queries
 
-    cells = safe_rows(con, QUERIES["ability_matrix"][1])
+    cells = safe_rows(con, queries()["ability_matrix"][1])
     if not cells:
         cells = [{**c, "method": "(all construction executions)", "epoch": None}
                  for c in safe_rows(con, "SELECT * FROM ability_matrix")]
@@ -89,7 +89,7 @@ def overview(con, run_dir=None) -> dict:
     per method × epoch × agent × domain, the Ability Matrix grids, tokens by phase / role /
     method and by stage, the validity checks (with ``run_dir``), the other tables of the
     console report that have rows, and the contamination tables where present."""
-    from edv_ray.report.tables import QUERIES
+    from edv_ray.report.tables import queries
 
     ensure_views(con)
     counts = {r["method"]: r["items"] for r in safe_rows(
@@ -97,9 +97,9 @@ def overview(con, run_dir=None) -> dict:
     methods = safe_rows(con, _METHOD_SUMMARY)
     for m in methods:
         m["memory_items"] = counts.get(m["method"], 0)
-    extra = []
+    tables, extra = queries(), []
     for name in _EXTRA:
-        title, sql, _ = QUERIES[name]
+        title, sql, _ = tables[name]
         found = safe_rows(con, sql)
         if found:
             extra.append({"name": name, "title": title, "rows": found})
@@ -108,10 +108,10 @@ def overview(con, run_dir=None) -> dict:
         if found:
             extra.append({"name": name, "title": title, "rows": found})
     out = {"methods": methods,
-           "pass_at_1": safe_rows(con, QUERIES["method_pass_at_1"][1]),
+           "pass_at_1": safe_rows(con, tables["method_pass_at_1"][1]),
            "ability": ability_grids(con),
            "tokens": safe_rows(con, _TOKENS_BY_METHOD),
-           "tokens_by_stage": safe_rows(con, QUERIES["tokens_by_stage"][1]),
+           "tokens_by_stage": safe_rows(con, tables["tokens_by_stage"][1]),
            "extra": extra, "validity": None}
     if run_dir is not None:
         from edv_ray.report.validity import run_checks

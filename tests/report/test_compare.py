@@ -14,7 +14,8 @@ import pytest
 from edv_ray.config import ConfigError
 from edv_ray.report import compare_tables as ct
 from edv_ray.report.compare import compare_tables, write_report
-from edv_ray.report.compare_units import ALL, PER_MODEL_METHODS, Scored, fmt_cell
+from edv_ray.report.compare_units import ALL, Scored, fmt_cell
+from edv_ray.report.method_facts import per_model_methods
 
 RUNS = {  # run → (trials per task, axes)
     "r1": (2, {"pool": "qwen+smol", "retrieval_k": 1, "contamination": 0.0}),
@@ -72,7 +73,7 @@ def build_con(seed: int = 42):
                 for trial in range(trials):
                     for method, epochs in PLAN.items():
                         for epoch, p in epochs.items():
-                            if method in PER_MODEL_METHODS:
+                            if method in per_model_methods():
                                 agents = ["qwen", "smol"]
                             elif method == "judge":
                                 agents = [rng.choice(["qwen", "smol"])]
@@ -127,7 +128,7 @@ def test_a_row_per_run_method_and_agent_equal_to_direct_queries(con):
     keys = {(r["group"], r["method"], r["agent"], r["domain"]) for r in rows}
     domains = list(DOMAINS) + [ALL]
     assert keys == {(run, m, a, d) for run in RUNS for m in PLAN for d in domains
-                    for a in ([ALL, "qwen", "smol"] if m in PER_MODEL_METHODS else [ALL])}
+                    for a in ([ALL, "qwen", "smol"] if m in per_model_methods() else [ALL])}
     for r in rows:
         n, s, e = direct_counts(con, r["group"], r["method"], r["agent"], r["domain"])
         assert (r["n"], r["successes"], r["errors"]) == (n, s, e)
@@ -136,7 +137,7 @@ def test_a_row_per_run_method_and_agent_equal_to_direct_queries(con):
         else:
             assert r["pooled_pass_at_1"] == pytest.approx(s / n)
         # r1 has two trials per task (and per-model "all" two agents): clustered intervals
-        repeated = r["group"] == "r1" or (r["method"] in PER_MODEL_METHODS and r["agent"] == ALL)
+        repeated = r["group"] == "r1" or (r["method"] in per_model_methods() and r["agent"] == ALL)
         assert r["interval"] == ("task-clustered" if repeated else "wilson")
         assert r["baseline"] == "reasoning_bank"
     assert sum(r["errors"] for r in rows if r["agent"] == ALL and r["domain"] == ALL) > 0
