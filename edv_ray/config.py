@@ -33,7 +33,7 @@ from pydantic import (
 
 from edv_ray import plugins
 from edv_ray.config_files import ConfigError, read_yaml
-from edv_ray.credentials import env_name_problem, refuse_credentials
+from edv_ray.config_files import env_name_problem, refuse_credentials
 from edv_ray.config_simulation import SimulationProfile
 # the benchmark section lives apart; re-exported here, where callers import it
 from edv_ray.config_benchmarks import (TAU2_DOMAINS, BenchmarkConfig, Mind2WebBenchmark,  # noqa: F401
@@ -66,7 +66,7 @@ class ModelConfig(_Strict):
       litellm: ``litellm_model`` (e.g. ``openai/my-model``), ``api_base``, and the
       *name* of the environment variable holding the key (keys never live in configs).
     engine=simulated: edv starts a model-free server whose behaviour is the planted
-      profile in ``simulation`` (see :mod:`edv_ray.serving.simulated`).
+      profile in ``simulation`` (see :mod:`edv_ray.simulation`).
 
     ``n_ctx`` is the context window (tokens) the model is served with; prompt budgets
     use it (:mod:`edv_ray.serving.context`). llama_cpp: the server's ``--n_ctx``

@@ -4,8 +4,8 @@ known, so that what the framework measures can be checked against it.
 It is a model's ``simulation:`` section. Entries are keyed by *agent* name — the agent a
 request comes from is named in its OpenAI ``user`` tag — and every probability is a
 number in [0, 1]. What each field plants is documented field by field in
-``experiments/simulated_example.yaml``; the engine is :mod:`edv_ray.serving.simulated`,
-the expected effects are computed by :mod:`edv_ray.serving.simulated.oracle`.
+``experiments/simulated_example.yaml``; the engine is :mod:`edv_ray.simulation`,
+the expected effects are computed by :mod:`edv_ray.simulation.oracle`.
 
 A block given inside an agent's entry (``memory``, ``writer``, ``verify``, ``judge``,
 ``self_judge``) replaces the global block for that agent.

@@ -28,10 +28,11 @@ PKG = Path(__file__).resolve().parent.parent / "edv_ray"
 # layer: only what ALLOWED_WITHIN lists for its package).
 LAYERS = [
     ("base", ["edv_ray.commands", "edv_ray.config_files", "edv_ray.config_benchmarks",
-              "edv_ray.credentials", "edv_ray.config", "edv_ray.config_simulation",
+              "edv_ray.config", "edv_ray.config_simulation",
               "edv_ray.prompts", "edv_ray.plugins"]),
     ("io", ["edv_ray.llm", "edv_ray.results"]),
-    ("domain", ["edv_ray.memory", "edv_ray.envs", "edv_ray.agents", "edv_ray.serving"]),
+    ("domain", ["edv_ray.memory", "edv_ray.envs", "edv_ray.agents", "edv_ray.serving",
+                "edv_ray.simulation"]),
     ("runtime", ["edv_ray.runtime"]),
     ("methods", ["edv_ray.methods"]),
     ("top", ["edv_ray.report", "edv_ray.pipeline", "edv_ray.sweep", "edv_ray.validation",
@@ -42,10 +43,9 @@ LAYERS = [
 # package → the packages of its own layer it may import (one line, one reason each)
 ALLOWED_WITHIN: dict[str, set[str]] = {
     # base: the config is assembled from its parts; the parts know nothing of each other
-    "edv_ray.config": {"edv_ray.config_files", "edv_ray.config_benchmarks", "edv_ray.credentials",
+    "edv_ray.config": {"edv_ray.config_files", "edv_ray.config_benchmarks",
                        "edv_ray.config_simulation", "edv_ray.plugins"},
-    "edv_ray.credentials": {"edv_ray.config_files"},  # ConfigError, the one error type
-    "edv_ray.config_files": set(),  # reading YAML (extends:), no model of a run
+    "edv_ray.config_files": set(),  # reading YAML (extends:), refusing credentials; no model of a run
     "edv_ray.config_benchmarks": set(),  # pydantic sections only
     "edv_ray.config_simulation": set(),  # pydantic sections only
     "edv_ray.commands": set(),  # shell command lines only
@@ -58,9 +58,12 @@ ALLOWED_WITHIN: dict[str, set[str]] = {
     "edv_ray.memory": set(),  # banks and retrieval know no benchmark, server or prompt format
     "edv_ray.agents": set(),  # prompt strategies: text formats, below the benchmarks using them
     "edv_ray.envs": {"edv_ray.agents"},  # an episode is played through an agent's strategy
-    # serving runs models: the simulated engine writes the strategies' text formats, and
-    # reaches no benchmark and no memory (its players' benchmark reads: KNOWN_EXCEPTIONS)
-    "edv_ray.serving": {"edv_ray.agents"},
+    "edv_ray.serving": set(),  # runs model engines: knows no benchmark, prompt or memory
+    # the simulated model engine: a server process (serving's ProcessServer) that plays
+    # each benchmark through its protocol hook (envs.protocol's get_env and
+    # simulated_player; the benchmark rule keeps it out of the benchmark packages). No
+    # memory, no agents: it reads requests, and the players write the strategies' formats
+    "edv_ray.simulation": {"edv_ray.serving", "edv_ray.envs"},
     "edv_ray.runtime": set(),
     "edv_ray.methods": set(),
     # top
@@ -95,24 +98,14 @@ PLUGIN_TABLES = {
 
 # Benchmark packages: only edv_ray.envs imports them (others go through envs.protocol).
 BENCHMARKS = ("edv_ray.envs.tau2", "edv_ray.envs.mind2web", "edv_ray.envs.mmtb")
-# The simulation's oracle (the planted truth): only validation may read it.
-ORACLE = "edv_ray.serving.simulated.oracle"
-ORACLE_READERS = ("edv_ray.validation", "edv_ray.serving.simulated")
+# The simulation's oracle (the planted truth): only validation (and the engine, whose
+# functions it reuses) may read it.
+ORACLE = "edv_ray.simulation.oracle"
+ORACLE_READERS = ("edv_ray.validation", "edv_ray.simulation")
 
-# Arrows that break a rule today, each with why and when it goes. The test fails when a
-# listed arrow no longer exists (delete the line then).
-KNOWN_EXCEPTIONS = {
-    # the simulated engine's players read the benchmark's data from the server side; the
-    # simulation becomes its own package reaching benchmarks through protocol hooks
-    ("edv_ray.serving.simulated.world", "edv_ray.envs.protocol"),
-    ("edv_ray.serving.simulated.world", "edv_ray.envs.tau2.tasks"),
-    ("edv_ray.serving.simulated.web_play", "edv_ray.envs.mind2web.dom"),
-    ("edv_ray.serving.simulated.mmtb_play", "edv_ray.envs.mmtb.data"),
-    ("edv_ray.serving.simulated.mmtb_play", "edv_ray.envs.mmtb.callgraph"),
-    # MMTB's nine figures are the benchmark's own scoring; the report reads them until the
-    # protocol grows a per-benchmark figures hook
-    ("edv_ray.report.scoring_checks", "edv_ray.envs.mmtb.metrics"),
-}
+# Arrows that break a rule today, each with why and when it goes (none today). The test
+# fails when a listed arrow no longer exists (delete the line then).
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 _MODULE_STRING = re.compile(r"edv_ray(\.[A-Za-z_]\w*)+(:[\w.]*)?")
 
@@ -367,13 +360,19 @@ def test_plugin_strings_are_read():
 # ---- mutated copies: each rule catches what it is for -----------------------------------
 MUTATIONS = {
     "serving imports a benchmark": (
-        "serving/router.py", "\nfrom edv_ray.envs import mmtb  # noqa\n",
+        "serving/replicas.py", "\nfrom edv_ray.envs import mmtb  # noqa\n",
         ("imports benchmark module edv_ray.envs.mmtb", "edv_ray.serving may import only")),
     "results loads the pipeline by name": (
         "results/schema.py", '\nimport importlib\n_P = importlib.import_module("edv_ray.pipeline")\n',
         ("edv_ray.results.schema (io) imports edv_ray.pipeline (top)",)),
+    "the simulated engine imports a benchmark": (
+        "simulation/world.py", "\nfrom edv_ray.envs.tau2 import tasks  # noqa\n",
+        ("edv_ray.simulation.world imports benchmark module edv_ray.envs.tau2.tasks",)),
+    "a benchmark's player imports the engine": (
+        "envs/tau2/sim_player.py", "\nfrom edv_ray.simulation import codec  # noqa\n",
+        ("edv_ray.envs may import only", "package cycle")),
     "a method imports the oracle": (
-        "methods/steps.py", "\nfrom edv_ray.serving.simulated import oracle  # noqa\n",
+        "methods/steps.py", "\nfrom edv_ray.simulation import oracle  # noqa\n",
         ("imports the simulation's oracle",)),
     "report imports the pipeline": (
         "report/tables.py", "\ndef _p():\n    from edv_ray import pipeline  # noqa\n",

@@ -39,7 +39,7 @@ def test_every_subcommand_help_loads_no_heavy_package():
 ROOT = Path(__file__).resolve().parent.parent
 # what loading any config may load of edv_ray: the config's own modules and the plug-in
 # table (base layer); each method's section then adds its pydantic-only config module
-CONFIG_MODULES = {"edv_ray", "edv_ray.config", "edv_ray.config_files", "edv_ray.credentials",
+CONFIG_MODULES = {"edv_ray", "edv_ray.config", "edv_ray.config_files",
                   "edv_ray.config_simulation", "edv_ray.config_benchmarks", "edv_ray.plugins"}
 
 

@@ -1,13 +1,13 @@
 """The shared shape of benchmarks read from files and played by a ``complete`` callable
 (Mind2Web, MMTB): one pseudo-domain, no user simulator, the episode module's own
 observed text / task type / instructions / rendering. A subclass names its module and
-plays one episode."""
+plays one episode. :class:`FilePlayer` is the shared part of their simulated players."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
+from edv_ray.envs.protocol import BenchmarkFigures, EpisodeOutcome, ExperienceFn
 
 
 def model_text(binding, messages) -> str:
@@ -45,6 +45,9 @@ class FileEnv:
     def play(self, bench, spec, task, complete, experiences: list[str]):
         raise NotImplementedError
 
+    def scoring_figures(self, bench, details: list[dict[str, Any]]) -> BenchmarkFigures | None:
+        return None
+
     def run_episode(self, bench, spec, task, agent_binding, user_binding,
                     experiences: ExperienceFn | None) -> EpisodeOutcome:
         observed = self.episodes.observed_text(task)
@@ -55,3 +58,25 @@ class FileEnv:
         return EpisodeOutcome(reward=out.reward, success=out.success,
                               termination=self.termination, messages=out.messages,
                               reward_detail=detail, observed_text=observed)
+
+
+class FilePlayer:
+    """The shared part of a file benchmark's ``SimulatedPlayer`` (see
+    :mod:`edv_ray.envs.protocol`): its splits loaded before serving, no user simulator,
+    outcomes only from run markers. A subclass answers the agent (``agent_message``)."""
+
+    def __init__(self, env: FileEnv) -> None:
+        self.env = env
+
+    def warm_up(self, bench) -> None:
+        """The test and training splits (25,000 Mind2Web tasks take a minute to parse:
+        done while serving, it starved the health probe and the engine was restarted)."""
+        for split in dict.fromkeys((bench.split, getattr(bench, "train_split", None))):
+            if split is not None:
+                self.env.select_tasks(bench, split, None, None)
+
+    def user_message(self, domain: str, task, req: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError(f"{self.env.name} has no user simulator")
+
+    def run_outcome(self, domain: str, task, transcript: str) -> bool | None:
+        return None

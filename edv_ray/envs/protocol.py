@@ -11,7 +11,13 @@ Everything outside ``envs/`` reaches a benchmark through :func:`get_env` (keyed 
   needs a user simulator;
 * runs and grades one episode with experiences supplied by a callback that receives
   the observed text (so retrieval can wait for a conversation's first user message);
-* renders a stored trajectory for Distill / Verify / judges.
+* renders a stored trajectory for Distill / Verify / judges;
+* gives the benchmark's own figures over stored episodes, where it has any, for the
+  report (``scoring_figures``);
+* gives the player the simulated model engine (``edv_ray.simulation``) plays it with
+  (``simulated_player``): the engine decides what happens in an episode, the player
+  makes the benchmark see it, so a benchmark that implements the hook is simulated
+  without an edit to the engine.
 """
 
 from __future__ import annotations
@@ -33,6 +39,52 @@ class EpisodeOutcome:
     reward_detail: dict[str, Any]
     observed_text: str  # what the agent saw of the task (retrieval key)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BenchmarkFigures:
+    """A benchmark's own figures over some stored episodes, as the report prints them."""
+
+    line: str  # the figures in one line, e.g. "official: all 0.400, 单 0.500, …; 5 missions"
+    meaning: str  # what the figures mean under the run's scoring rules
+
+
+@dataclass(frozen=True)
+class SimulatedPlay:
+    """What the simulated engine decided for one acting episode, handed to the player."""
+
+    success: bool  # play the gold path (True) or a planted failure
+    failure_mode: str  # the profile's failure mode ("stop_early", "wrong_argument"; "" on success)
+    marker: str  # the run marker: every text turn the agent sends carries it
+    draw: Callable[[str], float]  # draw(what) → a number in [0, 1) keyed by the episode
+
+    def choose(self, options: list, what: str):
+        """One of ``options`` (non-empty), chosen by ``draw(what)``."""
+        return options[min(len(options) - 1, int(self.draw(what) * len(options)))]
+
+
+class SimulatedPlayer(Protocol):
+    """How the simulated engine plays a benchmark from the server side: it answers the
+    chat requests of the benchmark's own episode code (our agents, the benchmark's
+    grading), so the benchmark grades what the engine planted. Every answer is a
+    function of the request, the task and the play (no state between requests)."""
+
+    def warm_up(self, bench: Any) -> None:
+        """Load, before the engine's first request, what answering needs (a slow load
+        while serving would starve the engine's health probe)."""
+
+    def agent_message(self, domain: str, task: Any, req: dict[str, Any],
+                      play: SimulatedPlay) -> dict[str, Any]:
+        """The acting agent's next assistant message (an OpenAI chat message) for the
+        chat request ``req``: the gold path when ``play.success``, else a planted failure
+        (``play.failure_mode``, where the task allows it); text turns carry ``play.marker``."""
+
+    def user_message(self, domain: str, task: Any, req: dict[str, Any]) -> dict[str, Any]:
+        """The user simulator's next message (KeyError: the benchmark has none)."""
+
+    def run_outcome(self, domain: str, task: Any, transcript: str) -> bool | None:
+        """A stored run's outcome read from its rendered transcript when no text turn
+        carried a marker (a τ²-bench solo run); None: unknown."""
 
 
 class Environment(Protocol):
@@ -66,6 +118,14 @@ class Environment(Protocol):
     def warm_up(self, bench: Any, domain: str) -> None:
         """Build, in this process, what every episode of ``domain`` shares (called on each
         worker before a stage's episodes start; a no-op where nothing is shared)."""
+
+    def scoring_figures(self, bench: Any, details: list[dict[str, Any]]) -> BenchmarkFigures | None:
+        """The benchmark's own figures over episodes whose stored reward details
+        (``reward_json``) are ``details``, under ``bench``'s scoring rules; None where the
+        benchmark reports none (the same for every ``details``: ask with ``[]`` first)."""
+
+    def simulated_player(self) -> SimulatedPlayer:
+        """The player ``engine: simulated`` plays this benchmark with."""
 
 
 _ENVS: dict[str, str] = {  # benchmark.name → module defining ENV

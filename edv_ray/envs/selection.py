@@ -1,4 +1,5 @@
-"""Task selection shared by file-based benchmarks: split → optional ids → first N."""
+"""Task selection, one rule for every benchmark: each domain's split (in split order) →
+the tasks listed in ``task_ids`` → the first ``num_tasks`` per domain."""
 
 from __future__ import annotations
 
@@ -6,26 +7,30 @@ from typing import Callable
 
 from edv_ray.config import ConfigError
 
+SHOWN_IDS = 20  # ids named in an error (then a count of the rest)
 
-def pick(tasks: list, id_of: Callable, task_ids: list[str] | None, num_tasks: int | None,
-         where: str) -> list:
-    if task_ids is not None:  # [] selects nothing (configs refuse it), never everything
+
+def pick_tasks(tasks: dict[str, list], id_of: Callable, task_ids: list[str] | None,
+           num_tasks: int | None, where: str) -> dict[str, list]:
+    """domain → its selected tasks. ``tasks``: every task of each selected domain's split
+    (``where`` names the split in errors). An id in ``task_ids`` that no selected domain
+    holds is an error naming it — never skipped — and so is a domain left with no task
+    (``[]`` is refused by the config: it would select nothing). ``num_tasks`` caps each
+    domain after the ids are checked: an id the cap leaves out is not "not found"."""
+    out = dict(tasks)
+    if task_ids is not None:
         wanted = set(task_ids)
-        tasks = [t for t in tasks if id_of(t) in wanted]
-        missing = sorted(wanted - {id_of(t) for t in tasks})
+        out = {d: [t for t in ts if id_of(t) in wanted] for d, ts in out.items()}
+        found = {id_of(t) for ts in out.values() for t in ts}
+        missing = [i for i in task_ids if i not in found]
         if missing:
-            raise ConfigError(f"task_ids not found in {where}: {missing[:10]}")
+            more = f" and {len(missing) - SHOWN_IDS} more" if len(missing) > SHOWN_IDS else ""
+            raise ConfigError(f"task_ids not found in {where} ({', '.join(sorted(out))}): "
+                              f"{missing[:SHOWN_IDS]}{more}")
     if num_tasks is not None:
-        tasks = tasks[:num_tasks]
-    if not tasks:
-        raise ConfigError(f"no tasks selected in {where}")
-    return tasks
-
-
-def keep_end(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` keeping its end (the latest steps), at a line start."""
-    if len(text) <= max_chars:
-        return text
-    tail = text[-max(0, max_chars - 4):]
-    cut = tail.find("\n")
-    return "[…]\n" + (tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail)
+        out = {d: ts[:num_tasks] for d, ts in out.items()}
+    empty = [d for d, ts in out.items() if not ts]
+    if empty:
+        why = "none of task_ids is in it" if task_ids is not None else "the split is empty"
+        raise ConfigError(f"no tasks selected in {where} for {', '.join(empty)}: {why}")
+    return out

@@ -6,7 +6,7 @@ Every call is attributed (run, stage, role, agent, model, task, trial, episode) 
 recorded with prompt/completion tokens and latency, whether it succeeds or not. The
 attribution also travels to the server in the OpenAI ``user`` field
 (``edv|<role>|<agent>|<domain>|<task_id>|<trial>|<episode_id>``): real servers ignore or log
-it, a router can keep one episode on one replica, and the scripted test server uses it.
+it, a replica picker can keep one episode on one replica, and the scripted test server uses it.
 API keys are read from the environment at call time and never stored; a self-served
 engine's per-run key is looked up by its URL (:func:`set_served_key`), in memory only.
 

@@ -1,6 +1,10 @@
 """Typed memory records and the one Parquet schema of a bank table.
 
-``Experience`` is what a distiller proposes (strict schema, validated at construction);
+``Lesson`` is the one schema of a lesson, whoever writes it — EDV's distiller
+(``DistilledExperience``), the contamination writer (``TwinAnswer``), ReasoningBank's
+extractor (its item names the same three parts title / description / content) — with
+one set of bounds (:data:`LESSON_BOUNDS`), which the prompts asking for lessons state
+(:func:`lesson_bounds_text`). ``Experience`` is a lesson as a bank keeps it (with tags);
 ``MemoryItem`` is an experience admitted to a bank, with its embedding and provenance.
 ``BANK_SCHEMA`` is the only place the on-disk layout of a bank table is defined.
 """
@@ -11,10 +15,11 @@ import datetime as _dt
 import hashlib
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, field_validator,
+                      model_validator)
 
 Bank = Literal["shared", "private"]
 BANKS: tuple[str, ...] = ("shared", "private")
@@ -23,6 +28,31 @@ BANKS: tuple[str, ...] = ("shared", "private")
 _OWNER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _WS_RE = re.compile(r"\s+")
 _EDGE_PUNCT = " \t\n.,;:!?\"'`()[]{}-*"
+
+#: A lesson's three parts and their (min, max) characters, edge whitespace stripped first.
+LESSON_BOUNDS: dict[str, tuple[int, int]] = {
+    "title": (3, 200),  # a short name
+    "when_to_use": (3, 600),  # the situation it applies to (ReasoningBank: description)
+    "rule": (8, 2000),  # what to do (ReasoningBank: content)
+}
+
+
+def _bounded(part: str) -> Any:
+    low, high = LESSON_BOUNDS[part]
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=low, max_length=high)]
+
+
+LessonTitle = _bounded("title")
+LessonWhenToUse = _bounded("when_to_use")
+LessonRule = _bounded("rule")
+
+
+def lesson_bounds_text(title: str = "title", when_to_use: str = "when_to_use",
+                       rule: str = "rule") -> str:
+    """The bounds as a prompt states them, under the names that prompt's answer uses."""
+    names = {"title": title, "when_to_use": when_to_use, "rule": rule}
+    return "; ".join(f'"{names[part]}" {low}–{high} characters'
+                     for part, (low, high) in LESSON_BOUNDS.items())
 
 
 def normalise_text(text: str) -> str:
@@ -34,21 +64,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Experience(_Strict):
-    """One candidate experience, as a distiller must emit it."""
+class Lesson(_Strict):
+    """One lesson: a title, when to use it, the rule (bounds: :data:`LESSON_BOUNDS`)."""
 
-    title: str = Field(min_length=1, max_length=200)
-    when_to_use: str = Field(min_length=1, max_length=1000)
-    rule: str = Field(min_length=1, max_length=2000)
+    title: LessonTitle
+    when_to_use: LessonWhenToUse
+    rule: LessonRule
+
+
+class Experience(Lesson):
+    """A lesson as a bank keeps it, with its tags (duplicates dropped, order kept)."""
+
     tags: list[str] = Field(default_factory=list)
-
-    @field_validator("title", "when_to_use", "rule")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise ValueError("must not be blank")
-        return v
 
     @field_validator("tags")
     @classmethod
@@ -61,6 +88,13 @@ class Experience(_Strict):
         if self.tags:
             lines.append(f"Tags: {', '.join(self.tags)}")
         return "\n".join(lines)
+
+
+def lesson_text_sql(alias: str) -> str:
+    """DuckDB SQL for the text :meth:`Experience.render` gives a lesson (without tags), over
+    the ``title`` / ``when_to_use`` / ``rule`` columns of table alias ``alias``."""
+    return (f"'### ' || {alias}.title || chr(10) || 'When to use: ' || {alias}.when_to_use"
+            f" || chr(10) || 'Rule: ' || {alias}.rule")
 
 
 class Vote(_Strict):
@@ -135,7 +169,7 @@ class MemoryItem(_Strict):
                 raise ValueError("private items need an owner (the agent name)")
             if not _OWNER_RE.fullmatch(self.owner):
                 raise ValueError(f"owner {self.owner!r} is not a valid agent name")
-        # Validate the experience fields with the strict Experience rules.
+        # the lesson's bounds, as every writer of a lesson is held to them
         exp = Experience(
             title=self.title, when_to_use=self.when_to_use, rule=self.rule, tags=self.tags
         )

@@ -48,8 +48,8 @@ from typing import Any
 
 import pyarrow as pa
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
+from edv_ray.memory.records import Lesson, lesson_bounds_text
 from edv_ray.methods.jobbase import JobBase
 from edv_ray.results.parquet_io import read_rows, write_rows_atomic
 
@@ -147,11 +147,8 @@ def _twin_path(run_dir: Path, method: str, tid: str) -> Path:
     return Path(run_dir) / "contamination_twins" / f"method={method}" / f"{tid}.parquet"
 
 
-class TwinAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: str = Field(min_length=3, max_length=200)
-    when_to_use: str = Field(min_length=3, max_length=600)
-    rule: str = Field(min_length=8, max_length=1200)
+class TwinAnswer(Lesson):
+    """The contamination writer's answer: the wrong twin of a lesson, a lesson itself."""
 
 
 class TwinJob(JobBase):
@@ -237,7 +234,8 @@ def run_twin_job(job_json: str, client) -> dict[str, Any]:
     job = TwinJob.model_validate_json(job_json)
     env, bench = env_of(job.benchmark)
     binding = RoleBinding.model_validate(job.binding)
-    prompt = render_prompt("methods", "contamination_twin.v1", task_noun=env.task_noun,
+    prompt = render_prompt("methods", "contamination_twin.v2", task_noun=env.task_noun,
+                           lesson_bounds=lesson_bounds_text(),
                            policy=env.policy(bench, job.domain), title=fence(job.host["title"]),
                            when_to_use=fence(job.host["when_to_use"]), rule=fence(job.host["rule"]))
     ledger = CallLedger()

@@ -17,7 +17,7 @@ the config is loaded).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel
 
@@ -39,6 +39,37 @@ def episode_results(method: str, stage: str, label: str | None = None) -> str:
                       '{label}' || CASE WHEN condition = '' THEN '' ELSE '+' || condition END AS method,
                       agent, epoch, domain, task_id, trial, status, success, reward, episode_id
                FROM method_episodes WHERE used_by = '{method}' AND stage = '{stage}'"""
+
+
+class MemoryReader(Protocol):
+    """What ``edv view`` hands a method's :class:`MemoryView` functions: reads of one run."""
+
+    def rows(self, sql: str, params=()) -> list[dict]:
+        """Rows as dicts (none when the run lacks a view the query reads)."""
+
+    def episodes(self, ids: list[str]) -> dict[str, dict]:
+        """Each id's latest attempt: its keys and grade."""
+
+    def task_runs(self, stage: str, epoch: int, domain: str, task_id: str,
+                  agents: list[str]) -> list[str]:
+        """The ids of a task's runs in ``stage`` and ``epoch`` by those agents."""
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """What ``edv view`` shows of a method's memory (``view/`` names no method: it lists and
+    explains every registered method's items through these)."""
+
+    # (views the run has, name) → SQL of its items, the columns of
+    # edv_ray/view/sql.py ITEM_COLUMNS; None: the run has none
+    items_sql: Callable[[set, str], str | None]
+    # (reader, the item's row, name) → its provenance: ``sources`` (episode ids, in order),
+    # ``source_roles`` ({episode id: role}), ``notes`` (sentences); optionally the
+    # ``decisions`` on it (rows with ``item_ids``) and its verifiers' ``votes`` (rows)
+    provenance: Callable[[MemoryReader, dict, str], dict] | None = None
+    # (reader, an episode's row, name) → the stage jobs that used the episode as evidence:
+    # dicts with ``cls`` (a CSS class), ``text`` and ``item_ids`` (items it led to, linked)
+    evidence: Callable[[MemoryReader, dict, str], list[dict]] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,8 @@ class Method:
     # stage roles that judge runs from transcripts (the evidence check holds them to a
     # minimum share of what they were shown)
     judging_roles: tuple[str, ...] = ()
+    # its memory in ``edv view`` (items, provenance, episodes used as evidence); None: none
+    memory_view: MemoryView | None = None
 
     def __post_init__(self):
         if self.scoring not in (PER_AGENT, PICK):

@@ -38,7 +38,7 @@ def run(ctx, r: RouterConfig) -> None:
         ctx.unfinished.append(f"{NAME}: {len(errored)} execution(s) to re-run")
         return
     last = r.epochs - 1
-    solvers = steps.route_tasks(ctx, method=NAME, epoch=last, tasks=test)
+    solvers = steps.select_solvers(ctx, method=NAME, epoch=last, tasks=test)
     steps.solve(ctx, stage=STAGE, method=NAME, epoch=last, tasks=test, solvers=solvers)
 
 

@@ -1,4 +1,6 @@
-"""Model Selector: the best solver for a task type, from the Ability Matrix.
+"""Model Selector: the best solver for a task type, from the Ability Matrix
+(:mod:`edv_ray.methods.ability_matrix`; :func:`edv_ray.methods.steps.select_solvers`
+applies it to every test task).
 
 Cells are ``agent → (finished attempts, successes, errored episodes)``. The paper's
 rule: highest success rate, 0.5 prior for an empty cell. A cell that only ever errored
@@ -10,8 +12,7 @@ the task type (an unseen type), the domain's row decides; else the prior.
 
 from __future__ import annotations
 
-PRIOR = 0.5
-Cell = tuple[int, int, int]  # (attempts, successes, errors)
+from edv_ray.methods.ability_matrix import PRIOR, Cell
 
 
 def _pick(cells: dict[str, Cell], candidates: list[str], prior: float):

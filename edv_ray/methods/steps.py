@@ -3,7 +3,7 @@
 * :func:`train_tasks` / :func:`test_tasks` — the benchmark's selections;
 * :func:`execute` — run (agent, task, trial) episodes of one stage, resumably;
 * :func:`draw_group` — a seeded execution group per (epoch, task);
-* :func:`route_tasks` — the Model Selector over the Ability Matrix, every decision
+* :func:`select_solvers` — the Model Selector over the Ability Matrix, every decision
   stored (``routing/``) with the basis it used (task type, its domain, or the prior);
 * :func:`solve` — run one chosen solver per test task (with or without memory).
 
@@ -20,6 +20,7 @@ from typing import Callable
 
 from rich.markup import escape
 
+from edv_ray.methods import ability_matrix
 from edv_ray.methods.selector import random_solver, select_solver
 from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import ROUTING_SCHEMA
@@ -100,44 +101,22 @@ def record_uses(ctx, method: str, stage: str, epoch: int, specs: list, condition
                       / f"{stage}-e{epoch}{tag}-{digest}.parquet", USES_SCHEMA)
 
 
-def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
-                fixed: str | None = None, matrix_from: Path | None = None,
-                random_seed: int | None = None) -> dict[Key, str]:
-    """The solver per test task: best Ability-Matrix cell of its task type, counted over
-    the construction executions ``method`` itself used (``uses``) in epochs up to
-    ``epoch`` (an evaluation never routes on later evidence); an unseen task type
-    falls back to its domain's row, then to the prior. The matrix used is written to
-    ``routing_matrix/method=M/epoch=E/part.parquet`` (the report prints it) and every
-    decision to ``routing/method=M/epoch=E/part.parquet``. ``matrix_from``: route with a
-    stored matrix instead (``memory_from``: the source run's). ``fixed``: that solver
-    for every task; ``random_seed``: an executor drawn per task (``random_solver``)."""
-    from edv_ray.results.parquet_io import read_rows
-    from edv_ray.results.schema import ROUTING_MATRIX_SCHEMA
-    from edv_ray.results.views import connect
-
+def select_solvers(ctx, *, method: str, epoch: int, tasks: dict[str, list],
+                   fixed: str | None = None, matrix_from: Path | None = None,
+                   random_seed: int | None = None) -> dict[Key, str]:
+    """The solver per test task (the Model Selector): best Ability-Matrix cell of its task
+    type, counted over the construction executions ``method`` itself used in epochs up
+    to ``epoch`` (:func:`ability_matrix.method_matrix`, stored in ``routing_matrix/``);
+    an unseen task type falls back to its domain's row, then to the prior. Every
+    decision is written to ``routing/method=M/epoch=E/part.parquet`` with its basis.
+    ``matrix_from``: select with a stored matrix instead (``memory_from``: the source
+    run's). ``fixed``: that solver for every task; ``random_seed``: an executor drawn
+    per task (``random_solver``)."""
     base = Path(ctx.run_dir)
-    decided = _stored_routing(base, method, epoch, tasks)
+    decided = _stored_decisions(base, method, epoch, tasks)
     if decided is not None:  # resume: the decisions made the first time stand
         return decided
-    if matrix_from is not None:
-        cells = read_rows(matrix_from)
-    else:
-        con = connect(ctx.run_dir, matrix_stages=("execute",), matrix_method=method,
-                      matrix_max_epoch=epoch, with_methods=False)
-        cells = [dict(level="task_type", key=t, agent=a, attempts=n, successes=s, errors=e)
-                 for a, t, n, s, e in con.execute(
-                     "SELECT agent, task_type, attempts, successes, errors FROM ability_matrix"
-                 ).fetchall()]
-        cells += [dict(level="domain", key=d, agent=a, attempts=n, successes=s, errors=e)
-                  for a, d, n, s, e in con.execute(
-                      "SELECT agent, domain, attempts, successes, errors FROM ability_by_domain"
-                  ).fetchall()]
-        con.close()
-    matrix = [dict(c, run_id=ctx.run_id, method=method, epoch=epoch,
-                   score=(c["successes"] / c["attempts"]) if c["attempts"] else None)
-              for c in cells]
-    write_rows_atomic(matrix, base / "routing_matrix" / f"method={method}" / f"epoch={epoch}"
-                      / "part.parquet", ROUTING_MATRIX_SCHEMA)
+    cells = ability_matrix.method_matrix(base, ctx.run_id, method, epoch, matrix_from)
     cands = ctx.cfg.executor_names()
     out, rows = {}, []
     for domain, ts in tasks.items():
@@ -148,10 +127,8 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
             elif random_seed is not None:
                 choice = (random_solver(cands, random_seed, domain, task.id), "random", None, 0)
             else:
-                choice = select_solver(
-                    {c["agent"]: _cell(c) for c in cells if c["level"] == "task_type" and c["key"] == tt},
-                    {c["agent"]: _cell(c) for c in cells if c["level"] == "domain" and c["key"] == domain},
-                    cands)
+                choice = select_solver(ability_matrix.row(cells, "task_type", tt),
+                                       ability_matrix.row(cells, "domain", domain), cands)
             out[(domain, task.id)] = choice[0]
             rows.append(dict(run_id=ctx.run_id, method=method, epoch=epoch, domain=domain,
                              task_id=task.id, task_type=tt, solver=choice[0], basis=choice[1],
@@ -161,8 +138,8 @@ def route_tasks(ctx, *, method: str, epoch: int, tasks: dict[str, list],
     return out
 
 
-def _stored_routing(base: Path, method: str, epoch: int, tasks: dict[str, list]
-                    ) -> dict[Key, str] | None:
+def _stored_decisions(base: Path, method: str, epoch: int, tasks: dict[str, list]
+                      ) -> dict[Key, str] | None:
     """The decisions already written for this (method, epoch), when they cover the tasks."""
     from edv_ray.results.parquet_io import read_rows
 
@@ -170,10 +147,6 @@ def _stored_routing(base: Path, method: str, epoch: int, tasks: dict[str, list]
     got = {(r["domain"], r["task_id"]): r["solver"] for r in rows}
     want = {(d, t.id) for d, ts in tasks.items() for t in ts}
     return {k: got[k] for k in want} if rows and want <= set(got) else None
-
-
-def _cell(c: dict) -> tuple[int, int, int]:
-    return (c["attempts"], c["successes"], c["errors"])
 
 
 def solve(ctx, *, stage: str, method: str, epoch: int, tasks: dict[str, list],

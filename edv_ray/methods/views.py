@@ -1,7 +1,8 @@
-"""The views every registered method adds to a run's DuckDB connection:
-``method_results`` (what each method scored on each test task), ``admitted``,
-``method_pass_at_1``, ``token_use``, ``items_injected``, ``method_reward_use`` and the
-memory-experiment views. Called by
+"""The views the methods add to a run's DuckDB connection: the Ability Matrix
+(:mod:`edv_ray.methods.ability_matrix`: ``ability_matrix``, ``ability_by_domain``,
+``matrix_episodes``, ``routing_basis``), ``method_results`` (what each method scored on
+each test task), ``admitted``, ``method_pass_at_1``, ``token_use``, ``items_injected``,
+``method_reward_use`` and the memory-experiment views. Called by
 :func:`edv_ray.results.views.connect` (found by name: methods sit above results)."""
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from pathlib import Path
 
 
 def add_method_views(con, run_dir: Path) -> None:
-    """Each registered method adds its own tables/views and its method_results rows."""
+    """The Ability Matrix over the run's construction executions; each registered method
+    adds its own tables/views and its method_results rows."""
     import pyarrow as pa
 
+    from edv_ray.methods import ability_matrix
     from edv_ray.methods.contamination import add_views as add_contamination_views
     from edv_ray.methods.registry import known_methods
 
+    ability_matrix.add_views(con)
     con.execute(METHOD_EPISODES)
     methods = known_methods()
     parts, phases = [], []

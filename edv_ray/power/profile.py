@@ -1,7 +1,9 @@
 """The method rates a simulation profile implies (a run config whose agents are all served
 by ``engine: simulated``), for ``edv power``.
 
-Per planted task type (the profile's own typing of the config's test tasks):
+Per planted task type (the profile's own typing of the config's test tasks), for each
+method whose config section is one modelled here (by the section's class — a method
+registered with a section of its own, e.g. ``edv_blind``'s subclass, is not modelled):
 
 - ``no_memory``: every executor, its planted base rate (arms of weight 1/E: the pooled row);
 - ``router``: the executor with the highest base rate (ties: first listed) — the planted
@@ -21,7 +23,7 @@ Per planted task type (the profile's own typing of the config's test tasks):
 Assumptions, stated: memory is at steady state (a full bank, every retrieved item of the
 task's own type), construction runs at base rates (no memory in the runs distilled);
 ReasoningBank without MaTTS; other methods are not modelled (named in the output).
-:mod:`edv_ray.serving.simulated.oracle` gives the same planted numbers per decision; the
+:mod:`edv_ray.simulation.oracle` gives the same planted numbers per decision; the
 validation suite measures them through real runs.
 """
 
@@ -30,11 +32,13 @@ from __future__ import annotations
 import itertools
 
 from edv_ray.config import ConfigError, RunConfig
+from edv_ray.methods.edv.config import EDVConfig
+from edv_ray.methods.reasoning_bank.config import ReasoningBankConfig
+from edv_ray.methods.sections import JudgeConfig, NoMemoryConfig, RouterConfig
 from edv_ray.power.model import Arm, Design, Method
-from edv_ray.serving.simulated import planted as P
+from edv_ray.simulation import planted as P
 from edv_ray.validation.expect import gate_opens
 
-MODELLED = ("no_memory", "reasoning_bank", "judge", "router", "edv")
 RB_MAX_ITEMS = 3  # ReasoningBank extracts at most three items per run
 
 
@@ -61,7 +65,7 @@ class Profile:
     def design(self) -> Design:
         """The config's test selection, each task with its planted type, and its trials."""
         from edv_ray.pipeline import selections
-        from edv_ray.serving.simulated.world import World
+        from edv_ray.simulation.world import World
 
         rules = {(p.task_types, tuple(sorted(p.task_type_map.items())))
                  for p in self.profiles.values()}
@@ -84,23 +88,30 @@ class Profile:
     # ---- methods -----------------------------------------------------------------------
     def methods(self, types: list[str]) -> tuple[list[Method], list[str]]:
         """(modelled methods of the config, names of those not modelled)."""
-        build = {"no_memory": self.no_memory, "router": self.router, "judge": self.judge,
-                 "edv": self.edv, "reasoning_bank": self.reasoning_bank}
-        names = self.cfg.method_names()
-        return ([Method(m, {k: build[m](k) for k in types}) for m in names if m in build],
-                [m for m in names if m not in build])
+        models = {NoMemoryConfig: self.no_memory, RouterConfig: self.router,
+                  JudgeConfig: self.judge, EDVConfig: self.edv,
+                  ReasoningBankConfig: self.reasoning_bank}
+        modelled, left = [], []
+        for name in self.cfg.method_names():
+            section = self.cfg.section(name)
+            model = models.get(type(section))
+            if model is None:
+                left.append(name)
+            else:
+                modelled.append(Method(name, {k: model(section, k) for k in types}))
+        return modelled, left
 
     def best(self, task_type: str) -> str:
         return max(self.execs, key=lambda a: self.base(a, task_type))
 
-    def no_memory(self, k: str) -> tuple[Arm, ...]:
+    def no_memory(self, _section: NoMemoryConfig, k: str) -> tuple[Arm, ...]:
         return tuple(Arm(a, self.base(a, k), 1.0 / len(self.execs)) for a in self.execs)
 
-    def router(self, k: str) -> tuple[Arm, ...]:
+    def router(self, _section: RouterConfig, k: str) -> tuple[Arm, ...]:
         a = self.best(k)
         return (Arm(a, self.base(a, k)),)
 
-    def judge(self, k: str) -> tuple[Arm, ...]:
+    def judge(self, _section: JudgeConfig, k: str) -> tuple[Arm, ...]:
         judge = self.cfg.roles.judge
         if judge is None:
             raise ConfigError("method judge needs roles.judge")
@@ -116,13 +127,11 @@ class Profile:
         # the pick is one of the pool's runs: its own latent (not any one agent's)
         return (Arm("judge-pick", rate),)
 
-    def edv(self, k: str) -> tuple[Arm, ...]:
-        e = self.cfg.section("edv")
+    def edv(self, e: EDVConfig, k: str) -> tuple[Arm, ...]:
         a = e.fixed_solver if e.routing == "fixed" else self.best(k)
-        return (Arm(a, self._with_memory(a, k, e.retrieval_k, self.edv_precision(k))),)
+        return (Arm(a, self._with_memory(a, k, e.retrieval_k, self.edv_precision(e, k))),)
 
-    def reasoning_bank(self, k: str) -> tuple[Arm, ...]:
-        rb = self.cfg.section("reasoning_bank")
+    def reasoning_bank(self, rb: ReasoningBankConfig, k: str) -> tuple[Arm, ...]:
         arms = []
         for a in self.execs:
             w, sj = self.block(a, "writer"), self.block(a, "self_judge")
@@ -142,9 +151,10 @@ class Profile:
         shift = n * (share_correct * mem.gain_correct - (1 - share_correct) * mem.harm_wrong)
         return P.clip(self.base(agent, k) + shift)
 
-    def edv_precision(self, k: str) -> float:
-        """P(correct | admitted to the shared bank) of items distilled from tasks of type k."""
-        e, cfg = self.cfg.section("edv"), self.cfg
+    def edv_precision(self, e: EDVConfig, k: str) -> float:
+        """P(correct | admitted to the shared bank) of items distilled from tasks of type k
+        under EDV section ``e``."""
+        cfg = self.cfg
         pool = [a.name for a in cfg.agents]
         right = wrong = 0.0
         groups = list(itertools.combinations(self.execs, e.n_executors))

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from edv_ray.config import ConfigError
-from edv_ray.report.method_facts import baselines
+from edv_ray.report.method_facts import method_order
 from edv_ray.power.model import (
     TESTS,
     Design,
@@ -69,8 +69,9 @@ def load_source(path: str) -> Source:
 
 
 def comparisons(methods: list[str], asked: list[str] | None) -> list[tuple[str, str]]:
-    """``--compare A:B`` pairs (checked), else EDV against every other method, else every
-    method against the baseline (ReasoningBank, else No-Memory, else the first)."""
+    """``--compare A:B`` pairs (checked), else the method last in report order
+    (``Method.report_order``: the one under study, e.g. EDV) against every other — A − B
+    is later − earlier, as ``edv compare`` pairs them."""
     if asked:
         out = []
         for spec in asked:
@@ -85,10 +86,10 @@ def comparisons(methods: list[str], asked: list[str] | None) -> list[tuple[str, 
         return out
     if len(methods) < 2:
         raise ConfigError(f"only one method ({', '.join(methods)}): nothing to compare")
-    if "edv" in methods:
-        return [("edv", m) for m in methods if m != "edv"]
-    base = next((b for b in baselines() if b in methods), methods[0])
-    return [(m, base) for m in methods if m != base]
+    # a pilot's contaminated condition (``<method>+<condition>``) is never the lead
+    registered = [m for m in method_order() if m in methods]
+    lead = registered[-1] if registered else methods[-1]
+    return [(lead, m) for m in methods if m != lead]
 
 
 def _het(src: Source, task_icc: float | None, agent_icc: float | None) -> Heterogeneity:

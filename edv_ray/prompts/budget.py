@@ -138,8 +138,11 @@ def elide_middle(text: str, max_chars: int) -> tuple[str, int]:
     return "\n".join(p for p in parts if p), len(text) - elided
 
 
-def _keep_end(text: str, max_chars: int) -> tuple[str, int]:
-    """Rule 3 (last resort): only the end of a final state fits."""
+def keep_end(text: str, max_chars: int) -> tuple[str, int]:
+    """``text`` cut to its last ``max_chars`` characters, the cut marked on a line before
+    them (``[… M chars elided …]``, not counted, as in :func:`elide_middle`): (new text,
+    characters kept). Rule 3 (only the end of a final state fits) and the benchmarks'
+    renderings that keep the latest steps."""
     if len(text) <= max_chars:
         return text, len(text)
     keep = max(0, max_chars)
@@ -154,7 +157,7 @@ def shrink_parts(parts: list[str], budget_chars: int) -> tuple[list[str], Eviden
     finals = [final_state_chars(p) for p in parts]
     if sum(finals) > budget_chars:  # rule 3: even the final states do not fit
         share = max(0.0, budget_chars / max(1, sum(finals)))
-        cut = [_keep_end(p[len(p) - f:], int(f * share)) for p, f in zip(parts, finals)]
+        cut = [keep_end(p[len(p) - f:], int(f * share)) for p, f in zip(parts, finals)]
         return [c[0] for c in cut], Evidence(total, sum(c[1] for c in cut), False)
 
     def size(cap: int) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from edv_ray.config_files import ConfigError
-from edv_ray.credentials import credential_kind, env_name_problem
+from edv_ray.config_files import credential_kind, env_name_problem
 from edv_ray.report.memory_audit_key import DEFAULT_DOMAIN
 
 

@@ -1,4 +1,4 @@
-"""DuckDB views over a run folder. The Ability Matrix is a query, not a data structure.
+"""DuckDB views over a run folder.
 
 Views:
   episode_attempts  every attempt of every episode (error rows included)
@@ -6,33 +6,28 @@ Views:
   pass_at_1         stage × method × epoch × agent × domain: episodes (n), errors,
                     successes, Pass@1 = successes / n (an errored episode counts as a
                     failure) and its Wilson 95 % interval
-  routing_matrix    the Ability Matrix each routing method used (per method × epoch; the
-                    report prints the last epoch's)
-  ability_matrix    executor × task type over the matrix stages: attempts (finished),
-                    successes, errors, score (0.5 prior where a cell has no finished
-                    attempt; ``errors_only`` marks cells that only ever errored)
-  ability_by_domain the same per executor × domain (the fallback for unseen task types)
+  routing           every solver decision a method made, with its basis
+  routing_matrix    the Ability Matrix each method selected solvers with (per method ×
+                    epoch; the report prints the last epoch's)
   llm_calls         every model call of an attempt that exists (``llm_call_rows``: every
                     call row; ``orphan_calls``: those of attempts whose episode row was
                     lost — a damaged segment set aside and re-run —, never counted)
   tokens_by_stage   stage × role × agent × model (``usage_unknown``: calls whose server
                     sent no valid usage; their tokens are null, not 0)
-  method_results    what each method scored on each test task (rows contributed by
-                    every registered method, see :mod:`edv_ray.methods.registry`)
-  method_pass_at_1  method × epoch × agent × domain over method_results, with intervals
-  token_use         tokens per method × phase (construction / inference) × stage × role
+
+With the methods' views (``with_methods``, :mod:`edv_ray.methods.views`): the Ability
+Matrix (``ability_matrix``, ``ability_by_domain``, ``matrix_episodes``,
+``routing_basis``: :mod:`edv_ray.methods.ability_matrix`), ``method_results`` (what
+each method scored on each test task), ``method_pass_at_1``, ``token_use`` and every
+registered method's own views.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable
-
 import duckdb
 
-MATRIX_STAGES = ("execute",)  # construction executions (never test runs)
-MATRIX_PRIOR = 0.5
 Z95 = 1.959963984540054
 
 # Wilson score interval for s successes out of n (DuckDB macros; NULL when n = 0)
@@ -113,16 +108,11 @@ def _calls_of_existing_attempts(con) -> None:
                     "WHERE false")
 
 
-def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
-            con: duckdb.DuckDBPyConnection | None = None,
-            with_methods: bool = True,
-            matrix_method: str | None = None,
-            matrix_max_epoch: int | None = None) -> duckdb.DuckDBPyConnection:
+def connect(run_dir: str | Path, con: duckdb.DuckDBPyConnection | None = None,
+            with_methods: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's views (empty views if no files yet).
-    ``with_methods``: also every registered method's views and ``method_results``
-    (:mod:`edv_ray.methods.views`). ``matrix_method``: the Ability Matrix counts only
-    the construction episodes that method used (``uses``), as its Model Selector does;
-    ``matrix_max_epoch``: only those of epochs up to it."""
+    ``with_methods``: also the Ability Matrix, every registered method's views and
+    ``method_results`` (:mod:`edv_ray.methods.views`)."""
     run_dir = Path(run_dir)
     check_hive_safe(run_dir)
     con = con or duckdb.connect()
@@ -139,20 +129,10 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
     register_table(con, "routing_matrix", run_dir / "routing_matrix", ROUTING_MATRIX_SCHEMA,
                    ["method", "epoch"])
     register_table(con, "uses", run_dir / "uses", USES_SCHEMA, ["method"])
-    stages = ", ".join(sql_literal(s) for s in matrix_stages) or "''"
     con.execute("""
         CREATE OR REPLACE VIEW episodes AS
         SELECT * FROM episode_attempts
         QUALIFY row_number() OVER (PARTITION BY stage, episode_id ORDER BY attempt DESC) = 1
-    """)
-    only_used = "" if matrix_method is None else (
-        " AND episode_id IN (SELECT episode_id FROM uses WHERE method = "
-        + sql_literal(matrix_method) + ")")
-    if matrix_max_epoch is not None:
-        only_used += f" AND epoch <= {int(matrix_max_epoch)}"
-    con.execute(f"""
-        CREATE OR REPLACE VIEW matrix_episodes AS
-        SELECT * FROM episodes WHERE stage IN ({stages}){only_used}
     """)
     con.execute(_WILSON)
     con.execute("""
@@ -166,38 +146,6 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                wilson_high(count(*) FILTER (WHERE success), count(*)) AS ci_high
         FROM episodes GROUP BY ALL ORDER BY stage, method, epoch, agent, domain
     """)
-    con.execute(f"""
-        CREATE OR REPLACE VIEW ability_matrix AS
-        WITH agents AS (
-            SELECT agent FROM pool WHERE is_executor
-            UNION SELECT DISTINCT agent FROM matrix_episodes
-        ), types AS (
-            SELECT DISTINCT task_type FROM episodes
-        ), counts AS (
-            SELECT agent, task_type, count(*) FILTER (WHERE status = 'ok') AS attempts,
-                   count(*) FILTER (WHERE success) AS successes,
-                   count(*) FILTER (WHERE status = 'error') AS errors
-            FROM matrix_episodes
-            GROUP BY ALL
-        )
-        SELECT a.agent, t.task_type,
-               coalesce(c.attempts, 0) AS attempts,
-               coalesce(c.successes, 0) AS successes,
-               coalesce(c.errors, 0) AS errors,
-               CASE WHEN coalesce(c.attempts, 0) = 0 THEN {MATRIX_PRIOR}
-                    ELSE c.successes / c.attempts END AS score,
-               coalesce(c.attempts, 0) = 0 AND coalesce(c.errors, 0) > 0 AS errors_only
-        FROM agents a CROSS JOIN types t
-        LEFT JOIN counts c ON c.agent = a.agent AND c.task_type = t.task_type
-        ORDER BY a.agent, t.task_type
-    """)
-    con.execute(f"""
-        CREATE OR REPLACE VIEW ability_by_domain AS
-        SELECT agent, domain, count(*) FILTER (WHERE status = 'ok') AS attempts,
-               count(*) FILTER (WHERE success) AS successes,
-               count(*) FILTER (WHERE status = 'error') AS errors
-        FROM matrix_episodes GROUP BY ALL ORDER BY agent, domain
-    """)
     con.execute("""
         CREATE OR REPLACE VIEW tokens_by_stage AS
         SELECT stage, role, agent, model, count(*) AS calls,
@@ -208,12 +156,6 @@ def connect(run_dir: str | Path, matrix_stages: Iterable[str] = MATRIX_STAGES,
                                               OR completion_tokens IS NULL)) AS usage_unknown,
                sum(latency_s) AS latency_s
         FROM llm_calls GROUP BY ALL ORDER BY stage, role, agent
-    """)
-    con.execute("""
-        CREATE OR REPLACE VIEW routing_basis AS
-        SELECT method, epoch, basis, count(*) AS decisions,
-               count(*) FILTER (WHERE basis = 'prior') AS used_prior
-        FROM routing GROUP BY ALL ORDER BY method, epoch, basis
     """)
     if with_methods:  # the methods' plug-in views, found by name (methods sit above results)
         import importlib

@@ -27,7 +27,7 @@ from edv_ray.config import ConfigError, ModelConfig, RunConfig
 from edv_ray.llm.endpoints import Endpoint, set_served_key  # no model-call client (litellm)
 from edv_ray.serving.embedded import EMBEDDED_MODELS, resolve_weights
 from edv_ray.serving.protocol import ServerInfo
-from edv_ray.serving.router import StickyRouter
+from edv_ray.serving.replicas import StickyReplicaPicker
 
 
 def served_name(model_name: str, mc: ModelConfig) -> str:
@@ -90,9 +90,9 @@ def check_endpoint(name: str, mc: ModelConfig) -> None:
 
 @dataclass
 class ServedPool:
-    """Endpoints per (model, server group), each group behind a sticky router."""
+    """Endpoints per (model, server group), each group's replicas behind a sticky picker."""
 
-    routers: dict[tuple[str, str], StickyRouter] = field(default_factory=dict)
+    pickers: dict[tuple[str, str], StickyReplicaPicker] = field(default_factory=dict)
     external: dict[str, Endpoint] = field(default_factory=dict)
     served: dict[str, str] = field(default_factory=dict)  # model → served name
     infos: list[ServerInfo] = field(default_factory=list)
@@ -108,17 +108,17 @@ class ServedPool:
     def endpoint(self, model: str, group: str, sticky_key: str) -> Endpoint:
         if model in self.external:
             return self.external[model]
-        router = self.routers.get((model, group)) or self.routers.get((model, "*"))
-        if router is None:
+        picker = self.pickers.get((model, group)) or self.pickers.get((model, "*"))
+        if picker is None:
             raise KeyError(f"no servers for model {model!r} (group {group})")
-        return Endpoint(model, f"openai/{self.served[model]}", router.pick(sticky_key))
+        return Endpoint(model, f"openai/{self.served[model]}", picker.pick(sticky_key))
 
     def fallbacks(self) -> dict[str, list[str]]:
         """first URL → the first URLs of the other replicas of its group (in replica
         order): where its calls go while it is unreachable."""
         out = {}
-        for router in self.routers.values():
-            urls = [router.url(r) for r in router.replica_ids]
+        for picker in self.pickers.values():
+            urls = [picker.url(r) for r in picker.replica_ids]
             for i, url in enumerate(urls):
                 out[url] = urls[i + 1:] + urls[:i]
         return out
@@ -224,7 +224,7 @@ def simulated_server_actor(server_id: str, model_name: str, profile: dict,
                            benchmarks: list[dict], log_dir: str | None = None,
                            host: str | None = "127.0.0.1", api_key: str | None = None):
     """A supervised simulated-engine actor (no model: a threaded HTTP server process)."""
-    from edv_ray.serving.simulated.server import SimulatedServer
+    from edv_ray.simulation.server import SimulatedServer
 
     return _cpu_server_actor(SimulatedServer, dict(server_id=server_id, model_name=model_name,
                                                    served_name=model_name, profile=profile,
@@ -273,7 +273,7 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
             set_served_key(info.base_url, api_key)
             pool.keyed.append(info.base_url)
             infos.setdefault((model, group), []).append(info)
-        pool.routers = {key: StickyRouter.from_infos(v) for key, v in infos.items()}
+        pool.pickers = {key: StickyReplicaPicker.from_infos(v) for key, v in infos.items()}
     except Exception:
         pool.stop()
         raise

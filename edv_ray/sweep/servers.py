@@ -70,8 +70,8 @@ def variant_pool(shared: ServedPool, names: dict[str, str]) -> ServedPool:
     Stopping it stops nothing (the sweep stops the shared pool)."""
     servers = set(names.values())
     return ServedPool(
-        routers={(model, group): router for model, server in names.items()
-                 for (srv, group), router in shared.routers.items() if srv == server},
+        pickers={(model, group): picker for model, server in names.items()
+                 for (srv, group), picker in shared.pickers.items() if srv == server},
         external={model: replace(shared.external[server], model_name=model)
                   for model, server in names.items() if server in shared.external},
         served={model: shared.served[server] for model, server in names.items()

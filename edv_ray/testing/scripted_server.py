@@ -40,8 +40,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from edv_ray.serving.simulated.server import parse_tag
-from edv_ray.serving.simulated.tau2_play import agent_turn, gold_plan, user_turn
+from edv_ray.agents.scripted_turns import agent_turn, user_turn
+from edv_ray.envs.protocol import get_env
+from edv_ray.simulation.server import parse_tag
 
 
 DEFAULT_CONTEXT = 32768  # the context window the server reports unless a test changes it
@@ -193,7 +194,8 @@ class ScriptedServer:
     def _agent_gold(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
         task = self.tasks[(tag["domain"], tag["task_id"])]
         info = ", ".join(task.evaluation_criteria.communicate_info or [])
-        return agent_turn(gold_plan(task), req, f"All done. {info}".strip())
+        gold = get_env("tau2").simulated_player().gold_plan(task)
+        return agent_turn(gold, req, f"All done. {info}".strip())
 
     def _user(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
         text = "Hi, I need help with my request."

@@ -1,7 +1,7 @@
 """What a planted world implies, computed APART from the framework.
 
 Everything here reads the planted profile only through the oracle
-(:class:`edv_ray.serving.simulated.oracle.Oracle`) and the few method settings a world's
+(:class:`edv_ray.simulation.oracle.Oracle`) and the few method settings a world's
 config names (group size, retrieval k, epochs, who distils), and models what each method
 is *specified* to do — it never calls the framework's method, retrieval, routing or
 statistics code. Closed forms where a method is a fixed recipe (the Model Selector, the
@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats as sps
 
 from edv_ray.methods.edv.config import CONTRAST_MARGIN
-from edv_ray.serving.simulated.oracle import Oracle
+from edv_ray.simulation.oracle import Oracle
 
 
 class Expect:

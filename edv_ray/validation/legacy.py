@@ -3,7 +3,7 @@ planted world can show must fail a check on commit 2c5e7a9).
 
 The old framework runs unchanged, from a ``git archive`` of the commit; the simulated
 engine is new code, so it is grafted in from outside: the new tree serves it as a
-standalone OpenAI-compatible server (``python -m edv_ray.serving.simulated.server``) and
+standalone OpenAI-compatible server (``python -m edv_ray.simulation.server``) and
 the old run reaches it as ``engine: endpoint``. The old run's tables are dumped by the
 OLD code's own views (what the old framework measured), and :class:`LegacyRun` gives the
 checks the interface of :class:`edv_ray.validation.measure.Run` over that dump: compare's

@@ -3,12 +3,10 @@
 Every function takes the connection and returns plain dicts / lists. Lists are paginated
 in SQL (``LIMIT`` / ``OFFSET``): nothing loads every episode into Python. Values are bound
 parameters, never SQL text. The memory of every method is read through one view,
-``view_items`` (made on first use on the connection):
-
-  kind ``edv``        an item of EDV's banks (``memory/``: shared, each private bank)
-  kind ``candidate``  an EDV candidate the verifiers rejected (``bank`` = ``rejected``)
-  kind ``rb``         a ReasoningBank item (``rb/bank``: one per entry × item, id ``entry:i``)
-  kind ``poison``     a contamination twin (``contamination/``), method ``<m>+poison@S``
+``view_items`` (:mod:`edv_ray.view.sql`, made on first use on the connection): the items
+each registered method declares (``Method.memory_view.items_sql``: its banks, entries,
+rejected candidates — ``kind`` says which) and the contamination experiment's twins
+(kind ``poison``, method ``<m>+poison@S``). No method is named here.
 """
 
 from __future__ import annotations
@@ -47,9 +45,9 @@ SELECT method, phase, role, sum(calls)::BIGINT AS calls, sum(prompt_tokens)::BIG
 FROM token_use GROUP BY ALL ORDER BY method, phase, role
 """
 
-# the console report's tables shown on the overview besides the ones drawn specially
-_EXTRA = ("pass_at_1", "pass_by_epoch", "routing_basis", "verification_audit", "poison_admission",
-          "retrieval_use", "judge_accuracy", "rb_judge_audit")
+# the console report's tables the overview draws specially; it shows every other one
+# (the run-wide tables and each method's ``report_tables``) that has rows
+_DRAWN = ("method_pass_at_1", "ability_matrix", "tokens_by_stage")
 _CONTAMINATION = {"contamination_share": "Contamination: the share of poison reached per bank",
                   "contamination_use": "Contamination: inference episodes that retrieved poison"}
 
@@ -93,13 +91,14 @@ def overview(con, run_dir=None) -> dict:
 
     ensure_views(con)
     counts = {r["method"]: r["items"] for r in safe_rows(
-        con, "SELECT method, count(*) AS items FROM view_items WHERE kind <> 'candidate' GROUP BY 1")}
+        con, "SELECT method, count(*) AS items FROM view_items WHERE NOT rejected GROUP BY 1")}
     methods = safe_rows(con, _METHOD_SUMMARY)
     for m in methods:
         m["memory_items"] = counts.get(m["method"], 0)
     tables, extra = queries(), []
-    for name in _EXTRA:
-        title, sql, _ = tables[name]
+    for name, (title, sql, _) in tables.items():
+        if name in _DRAWN:
+            continue
         found = safe_rows(con, sql)
         if found:
             extra.append({"name": name, "title": title, "rows": found})
@@ -130,9 +129,9 @@ def _where(method=None, bank=None, epoch=None, domain=None, task_type=None) -> t
         conds.append("i.method = ?")
         params.append(str(method))
     if bank:
-        if str(bank).startswith("private:"):
-            conds.append("i.bank = 'private' AND i.owner = ?")
-            params.append(str(bank).split(":", 1)[1])
+        if ":" in str(bank):  # one agent's part of a per-agent bank: ``<bank>:<owner>``
+            conds.append("i.bank = ? AND i.owner = ?")
+            params += str(bank).split(":", 1)
         else:
             conds.append("i.bank = ?")
             params.append(str(bank))
@@ -154,8 +153,8 @@ def _where(method=None, bank=None, epoch=None, domain=None, task_type=None) -> t
 
 def memory_page(con, *, method=None, bank=None, epoch=None, domain=None, task_type=None,
                 page=1, per_page=PER_PAGE) -> dict:
-    """One page of the memory list under the filters (``bank``: shared / private /
-    ``private:<agent>`` / rejected / rb), with its total and the filters' choices."""
+    """One page of the memory list under the filters (``bank``: a bank, or
+    ``<bank>:<owner>`` — one agent's part of it), with its total and the filters' choices."""
     ensure_views(con)
     page, per_page = clamp_page(page, per_page)
     where, params = _where(method, bank, epoch, domain, task_type)
@@ -178,7 +177,7 @@ def filter_choices(con) -> dict:
     found = once(con, "view_item_choices", """
         SELECT DISTINCT 'method' AS k, method AS v FROM view_items
         UNION SELECT DISTINCT 'bank', bank FROM view_items
-        UNION SELECT DISTINCT 'bank', 'private:' || owner FROM view_items WHERE bank = 'private'
+        UNION SELECT DISTINCT 'bank', bank || ':' || owner FROM view_items WHERE owner IS NOT NULL
         UNION SELECT DISTINCT 'epoch', CAST(epoch AS VARCHAR) FROM view_items
         UNION SELECT DISTINCT 'domain', domain FROM view_items
         UNION SELECT DISTINCT 'task_type', task_type FROM episode_attempts""")

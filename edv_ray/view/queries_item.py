@@ -1,20 +1,21 @@
 """One memory item, one episode, and the episode list (see :mod:`edv_ray.view.queries`).
 
-An item's provenance: EDV's decisions name the items a candidate became (``item_ids``;
-an item that absorbed duplicates lists theirs in ``merged_item_ids``), its candidate
-rows name the distiller and the trajectories it contrasted, ``votes`` each verifier's
-vote with the context runs it was shown (their grades only when ``sees_reward``).
-Retrieval: the episodes whose ``retrieved_item_ids`` hold the item; Pass@1 of the
-method's inference episodes (its ``uses`` in the stages its registry entry calls
-inference; a poison twin: those of its contamination condition) in the item's domain
-that retrieved it against those that did not — a description, not a causal effect.
-Episode lookups by id read only the stage the id names (``sql.stage_filter``).
+An item's provenance is its method's to tell (``Method.memory_view.provenance``: the
+episodes it came from and their roles, sentences, the decisions on it and its
+verifiers' votes), and an episode's use as evidence likewise (``memory_view.evidence``);
+both read the run through :class:`RunReader`. Retrieval: the episodes whose
+``retrieved_item_ids`` hold the item; Pass@1 of the method's inference episodes (its
+``uses`` in the stages its registry entry calls inference; a poison twin: those of its
+contamination condition) in the item's domain that retrieved it against those that did
+not — a description, not a causal effect. Episode lookups by id read only the stage the
+id names (``sql.stage_filter``).
 """
 
 from __future__ import annotations
 
 import json
 
+from edv_ray.plugins import known_methods
 from edv_ray.view.sql import (
     PER_PAGE,
     clamp_page,
@@ -36,9 +37,9 @@ FROM view_latest WHERE episode_id IN (SELECT unnest(?::VARCHAR[])) {stages}
 """
 
 
-_GROUP = """
+_TASK_RUNS = """
 SELECT episode_id FROM view_latest
-WHERE stage = 'execute' AND epoch = ? AND domain = ? AND task_id = ? AND list_contains(?, agent)
+WHERE stage = ? AND epoch = ? AND domain = ? AND task_id = ? AND list_contains(?, agent)
 ORDER BY agent, trial, episode_id
 """
 
@@ -56,6 +57,33 @@ def episodes_by_id(con, ids: list[str]) -> dict[str, dict]:
     return {r["episode_id"]: r for r in rows(con, _LATEST.format(stages=stage_filter(con, ids)), [ids])}
 
 
+class RunReader:
+    """The reads a method's ``memory_view`` functions make of one run
+    (:class:`edv_ray.methods.registry.MemoryReader`), over the viewer's connection and its
+    episode index."""
+
+    def __init__(self, con):
+        self.con = con
+
+    def rows(self, sql: str, params=()) -> list[dict]:
+        return safe_rows(self.con, sql, params)
+
+    def episodes(self, ids: list[str]) -> dict[str, dict]:
+        return episodes_by_id(self.con, ids)
+
+    def task_runs(self, stage: str, epoch: int, domain: str, task_id: str,
+                  agents: list[str]) -> list[str]:
+        episode_index(self.con)
+        return [r["episode_id"] for r in rows(self.con, _TASK_RUNS,
+                                              [stage, epoch, domain, task_id, list(agents)])]
+
+
+def _memory_views() -> dict:
+    """name → ``Method.memory_view`` of every registered method that declares one."""
+    return {name: m.memory_view for name, m in sorted(known_methods().items())
+            if m.memory_view is not None}
+
+
 def _wilson(s: int, n: int) -> tuple:
     from edv_ray.report.stats import wilson
 
@@ -67,7 +95,7 @@ def _wilson(s: int, n: int) -> tuple:
 
 def resolve_items(con, ids: list[str]) -> dict[str, str | None]:
     """Each id → the item shown for it: itself when listed, the item that absorbed it as a
-    duplicate, else None (not in the run's final banks)."""
+    duplicate (``aliases``), else None (not in the run's final banks)."""
     ids = [i for i in dict.fromkeys(ids) if i]
     if not ids:
         return {}
@@ -77,90 +105,16 @@ def resolve_items(con, ids: list[str]) -> dict[str, str | None]:
     out = {i: (i if i in found else None) for i in ids}
     rest = [i for i in ids if i not in found]
     if rest:
-        for r in safe_rows(con, "SELECT item_id, unnest(merged_item_ids) AS m FROM memory_items "
-                                "WHERE list_has_any(merged_item_ids, ?)", [rest]):
+        for r in rows(con, "SELECT item_id, unnest(aliases) AS m FROM view_items "
+                           "WHERE list_has_any(aliases, ?)", [rest]):
             if r["m"] in out and out[r["m"]] is None:
                 out[r["m"]] = r["item_id"]
     return out
 
 
-def _reward_shown(v: dict, ctx: dict[str, dict]) -> str:
-    if v.get("verifier_type") == "none":
-        return "verification disabled"
-    if not v.get("sees_reward"):
-        return "not shown"
-    shown = []
-    for eid in v.get("context_episode_ids") or []:
-        e = ctx.get(eid) or {}
-        r = e.get("reward")
-        shown.append(("success" if e.get("success") else "failure")
-                     + (f" ({r:.2f})" if isinstance(r, float) else ""))
-    return "shown: " + (", ".join(shown) if shown else "no run")
-
-
-def _edv_provenance(con, item: dict, out: dict) -> list[str]:
-    """Decisions, candidates, distill runs and votes behind an EDV item or candidate;
-    returns the source episode ids (group first, then supporting and rejected runs)."""
-    if item["kind"] == "candidate":
-        decisions = safe_rows(con, "SELECT * FROM decisions WHERE candidate_id = ?", [item["item_id"]])
-    else:
-        full = safe_rows(con, "SELECT * EXCLUDE (created_at) FROM memory_items WHERE item_id = ?",
-                         [item["item_id"]])
-        out["stored"] = full[0] if full else {}
-        ids = [item["item_id"], *(out["stored"].get("merged_item_ids") or [])]
-        decisions = safe_rows(con, "SELECT * FROM decisions WHERE list_has_any(item_ids, ?) "
-                                   "ORDER BY epoch, task_id, candidate_id", [ids])
-    cand_ids = [d["candidate_id"] for d in decisions]
-    out["decisions"] = decisions
-    epochs = _epochs(decisions)  # the tables are partitioned by epoch: read those folders only
-    out["candidates"] = safe_rows(con, f"SELECT * FROM candidates WHERE list_contains(?, candidate_id)"
-                                       f"{epochs} ORDER BY epoch, task_id", [cand_ids])
-    runs = []
-    for c in out["candidates"]:
-        runs += safe_rows(con, "SELECT * FROM distill_runs WHERE epoch = ? AND domain = ? AND task_id = ? "
-                               "AND distiller = ?", [c["epoch"], c["domain"], c["task_id"], c["distiller"]])
-    out["distill_runs"] = runs
-    votes = safe_rows(con, f"SELECT * FROM votes WHERE list_contains(?, candidate_id){epochs} "
-                           "ORDER BY epoch, task_id, candidate_id, verifier", [cand_ids])
-    out["votes"] = votes
-    roles: dict[str, str] = {}
-    stored = out.get("stored") or {}
-    for c in [*out["candidates"], {"supporting_episode_ids": stored.get("supporting_trajectory_ids"),
-                                   "rejected_episode_ids": stored.get("rejected_trajectory_ids")}]:
-        for e in c.get("supporting_episode_ids") or []:
-            roles[e] = "supporting"
-        for e in c.get("rejected_episode_ids") or []:
-            roles[e] = "contrasted (rejected)"
-    episode_index(con)
-    for r in runs:  # the group's other runs (``group`` names its agents)
-        for e in rows(con, _GROUP, [r["epoch"], r["domain"], r["task_id"], list(r.get("group") or [])]):
-            roles.setdefault(e["episode_id"], "in the group")
-    out["source_roles"] = roles
-    ctx = [e for v in votes for e in v.get("context_episode_ids") or []]
-    out["_episodes"] = episodes_by_id(con, list(roles) + ctx)  # one read for sources and votes
-    for v in votes:
-        v["reward_shown"] = _reward_shown(v, out["_episodes"])
-    return list(roles)
-
-
-def _epochs(rows_: list[dict]) -> str:
-    found = sorted({int(r["epoch"]) for r in rows_ if r.get("epoch") is not None})
-    return f" AND epoch IN ({', '.join(map(str, found))})" if found else ""
-
-
-def _admitted(item: dict) -> str:
-    if item["kind"] == "candidate":
-        return "rejected"
-    if item["kind"] == "rb":
-        return f"rb:{item['owner']}"
-    if item["kind"] == "poison":
-        return f"poison twin in {item['bank']}" + (f":{item['owner']}" if item.get("owner") else "")
-    return "shared" if item["bank"] == "shared" else f"private:{item['owner']}"
-
-
 def _inference_stages(method: str) -> str:
     """The method's inference stages as SQL literals ("" for a method not registered)."""
-    from edv_ray.methods.registry import INFERENCE, known_methods
+    from edv_ray.methods.registry import INFERENCE
 
     m = known_methods().get(method)
     found = sorted(st for st, ph in (m.phases if m else {}).items() if ph == INFERENCE)
@@ -169,7 +123,8 @@ def _inference_stages(method: str) -> str:
 
 def retrieval(con, item: dict, page: int = 1, per_page: int = PER_PAGE) -> dict:
     """How often the item was retrieved (a page of those episodes), and Pass@1 of the
-    method's scored episodes in its domain that retrieved it vs those that did not."""
+    method's scored episodes in its domain (those of ``read_by`` alone, when set) that
+    retrieved it vs those that did not."""
     page, per_page = clamp_page(page, per_page)
     iid = item["item_id"]
     episode_index(con)
@@ -182,7 +137,7 @@ def retrieval(con, item: dict, page: int = 1, per_page: int = PER_PAGE) -> dict:
              con.execute(f"SELECT count(*) FROM ({_RETRIEVERS})", [iid]).fetchone()[0])
     found = episodes_by_id(con, [k[1] for k in keys])
     listed = [found[k[1]] for k in keys if k[1] in found]
-    agent = item["owner"] if item["kind"] == "rb" else None
+    agent = item["read_by"]
     method, _, condition = str(item["method"]).partition("+")
     infer = _inference_stages(method)
     split = [] if not infer else safe_rows(con, f"""
@@ -207,36 +162,33 @@ def retrieval(con, item: dict, page: int = 1, per_page: int = PER_PAGE) -> dict:
             + (f" by {agent}" if agent else "")}
 
 
+_NOT_RETRIEVED = {"total": 0, "episodes": [], "page": 1, "pages": 1, "scope": "rejected: in no bank",
+                  "stats": {k: {"n": 0, "successes": 0, "errors": 0, "pass_at_1": None,
+                                "ci_low": None, "ci_high": None} for k in ("with", "without")}}
+
+
 def memory_item(con, item_id: str, *, page: int = 1, per_page: int = PER_PAGE) -> dict | None:
-    """One item of any bank (or a rejected candidate) with its provenance, votes, where
-    it was admitted and its retrieval (``page``: of the retrieving episodes)."""
+    """One item of any bank (or a rejected candidate) with its provenance as its method
+    declares it, where it was admitted, the item it twins (a poison twin) and its
+    retrieval (``page``: of the retrieving episodes)."""
     ensure_views(con)
-    found = rows(con, "SELECT * FROM view_items WHERE item_id = ? ORDER BY kind LIMIT 1", [str(item_id)])
+    found = rows(con, "SELECT * FROM view_items WHERE item_id = ? ORDER BY rejected, kind LIMIT 1",
+                 [str(item_id)])
     if not found:
         return None
     item = found[0]
-    out: dict = {"item": item, "admitted": _admitted(item), "votes": [], "decisions": [],
-                 "candidates": [], "distill_runs": [], "source_roles": {}, "host": None}
-    sources: list[str] = []
-    if item["kind"] in ("edv", "candidate"):
-        sources = _edv_provenance(con, item, out)
-    elif item["kind"] == "rb":
-        entry = safe_rows(con, "SELECT entry_id, stage, query, episode_ids, judge_labels, true_success, "
-                               "picked_episode_id, status FROM rb_entries WHERE entry_id = ?",
-                          [item["item_id"].rsplit(":", 1)[0]])
-        out["entry"] = entry[0] if entry else None
-        sources = list((out["entry"] or {}).get("episode_ids") or [])
-        out["source_roles"] = {e: "learned from (self-judged, no reward)" for e in sources}
-    elif item["kind"] == "poison" and item.get("host_item_id"):
+    out: dict = {"item": item, "admitted": item["admitted"], "notes": [], "votes": [], "decisions": [],
+                 "sources": [], "source_roles": {}, "host": None}
+    view = _memory_views().get(item["method"])
+    if view is not None and view.provenance is not None:
+        out.update(view.provenance(RunReader(con), item, item["method"]))
+    if item.get("host_item_id"):
         out["host"] = resolve_items(con, [item["host_item_id"]]).get(item["host_item_id"])
     out["item_links"] = resolve_items(con, [i for x in out["decisions"] for i in (x.get("item_ids") or [])])
-    eps = out.pop("_episodes", None) or episodes_by_id(con, sources)
+    eps = episodes_by_id(con, out["sources"])
     out["sources"] = [{"episode_id": e, "role": out["source_roles"].get(e, ""), **eps.get(e, {})}
-                      for e in sources]
-    out["retrieval"] = (retrieval(con, item, page, per_page) if item["kind"] != "candidate" else
-                        {"total": 0, "episodes": [], "page": 1, "pages": 1, "scope": "rejected: in no bank",
-                         "stats": {k: {"n": 0, "successes": 0, "errors": 0, "pass_at_1": None,
-                                       "ci_low": None, "ci_high": None} for k in ("with", "without")}})
+                      for e in out["sources"]]
+    out["retrieval"] = _NOT_RETRIEVED if item["rejected"] else retrieval(con, item, page, per_page)
     return out
 
 
@@ -297,42 +249,15 @@ def episode(con, episode_id: str) -> dict | None:
     block = [{"item_id": i, "link_id": known.get(i), "bank": banks[n] if n < len(banks) else "",
               "text": texts[n] if n < len(texts) else ""} for n, i in enumerate(ids)]
     extra_texts = texts[len(ids):]  # retrieved text without ids (older runs)
-    p = [eid]
-    # a run is evidence for its own task's stage jobs (same epoch, domain, task): the
-    # epoch-partitioned tables are read in that epoch's folder only
-    same = (f"{{t}}.epoch = {int(ep['epoch'])} AND {{t}}.domain = ? AND {{t}}.task_id = ?"
-            if ep.get("epoch") is not None else "false")
-    where = [ep.get("domain"), ep.get("task_id")]
-    evidence = {
-        "candidates": safe_rows(con, f"""
-            SELECT c.candidate_id, c.epoch, c.domain, c.task_id, c.distiller, c.title,
-                   list_contains(c.supporting_episode_ids, ?) AS supporting, d.route, d.item_ids
-            FROM candidates c LEFT JOIN decisions d ON d.candidate_id = c.candidate_id AND {same.format(t="d")}
-            WHERE {same.format(t="c")}
-              AND (list_contains(c.supporting_episode_ids, ?) OR list_contains(c.rejected_episode_ids, ?))
-            ORDER BY c.epoch, c.candidate_id""", p + where + where + p * 2),
-        "distill_runs": [] if ep.get("stage") != "execute" else safe_rows(
-            con, "SELECT epoch, domain, task_id, distiller, distiller_type, status, sees_reward, "
-                 "n_candidates FROM distill_runs WHERE epoch = ? AND domain = ? AND task_id = ? "
-                 "AND list_contains(\"group\", ?) ORDER BY distiller",
-            [ep.get("epoch"), ep.get("domain"), ep.get("task_id"), ep.get("agent")]),
-        "votes": safe_rows(con, "SELECT v.candidate_id, v.epoch, v.verifier, v.approve, v.sees_reward, "
-                                "d.route, d.item_ids FROM votes v LEFT JOIN decisions d "
-                                f"ON d.candidate_id = v.candidate_id AND {same.format(t='d')} "
-                                f"WHERE {same.format(t='v')} AND list_contains(v.context_episode_ids, ?) "
-                                "ORDER BY v.epoch, v.candidate_id, v.verifier", where + where + p),
-        "rb_entries": safe_rows(con, "SELECT entry_id, agent, stage, len(items) AS items FROM rb_entries "
-                                     "WHERE list_contains(episode_ids, ?)", p),
-        "rb_judgments": safe_rows(con, "SELECT agent, stage, label, parse_ok, reasoning FROM rb_judgments "
-                                       "WHERE episode_id = ?", p),
-    }
-    linked = [i for c in evidence["candidates"] + evidence["votes"] for i in (c.get("item_ids") or [])]
-    linked += [c["candidate_id"] for c in evidence["candidates"] + evidence["votes"]]
-    evidence["links"] = resolve_items(con, linked)
+    reader = RunReader(con)
+    evidence = [e for name, view in _memory_views().items() if view.evidence is not None
+                for e in view.evidence(reader, ep, name)]
+    links = resolve_items(con, [i for e in evidence for i in e.get("item_ids") or []])
     return {"episode": ep, "attempts": len(attempts), "messages": msgs, "raw_messages": raw,
             "grade": grade, "memory_block": block, "extra_texts": extra_texts, "evidence": evidence,
+            "evidence_links": links,
             "uses": safe_rows(con, "SELECT DISTINCT method, stage, epoch, coalesce(condition, '') AS condition "
-                                   "FROM uses WHERE episode_id = ? ORDER BY ALL", p),
+                                   "FROM uses WHERE episode_id = ? ORDER BY ALL", [eid]),
             "calls": _calls(con, ep)}
 
 

@@ -1,5 +1,7 @@
 """The viewer's SQL plumbing: rows as dicts, pagination, and ``view_items`` — one view
-over the memory of every method on a run's connection (see :mod:`edv_ray.view.queries`)."""
+over the memory of every method on a run's connection (see :mod:`edv_ray.view.queries`):
+each registered method's items as its ``Method.memory_view.items_sql`` declares them, and
+the contamination experiment's poison twins."""
 
 from __future__ import annotations
 
@@ -11,39 +13,36 @@ from edv_ray.results.views import sql_literal as literal
 
 PER_PAGE = 50
 
-_PARTS = {
-    "memory_items": """
-        SELECT item_id, coalesce(method, 'edv') AS method, bank, owner, epoch, domain,
-               source_task_ids[1] AS task_id, title, text, distiller,
-               'edv' AS kind,
-               distiller IN ('poison', 'contamination') AS poison, NULL::VARCHAR AS host_item_id
-        FROM memory_items""",
-    "decisions": """
-        SELECT d.candidate_id AS item_id, 'edv' AS method, 'rejected' AS bank,
-               NULL::VARCHAR AS owner, d.epoch, d.domain, d.task_id,
-               coalesce(c.title, '(poison candidate)') AS title,
-               CASE WHEN c.title IS NULL THEN '(the text of a planted poison candidate is not stored)'
-                    ELSE '### ' || c.title || chr(10) || 'When to use: ' || c.when_to_use
-                         || chr(10) || 'Rule: ' || c.rule END AS text,
-               coalesce(c.distiller, CASE WHEN d.is_poison THEN 'poison' END) AS distiller,
-               'candidate' AS kind, coalesce(d.is_poison, false) AS poison,
-               NULL::VARCHAR AS host_item_id
-        FROM decisions d LEFT JOIN candidates c ON c.candidate_id = d.candidate_id
-        WHERE d.route = 'discard'""",
-    "rb_entries": """
-        SELECT entry_id || ':' || (i - 1) AS item_id, 'reasoning_bank' AS method, 'rb' AS bank,
-               agent AS owner, epoch, domain, task_id, it.title AS title,
-               '### ' || it.title || chr(10) || it.description || chr(10) || it.content AS text,
-               agent AS distiller, 'rb' AS kind, false AS poison, NULL::VARCHAR AS host_item_id
-        FROM (SELECT *, unnest(items) AS it, generate_subscripts(items, 1) AS i
-              FROM rb_entries WHERE len(items) > 0)""",
-    "contamination_items": """
-        SELECT item_id, method || '+' || condition AS method, bank, owner,
-               NULL::INTEGER AS epoch, domain, NULL::VARCHAR AS task_id, title,
-               '### ' || title || chr(10) || 'Rule: ' || rule AS text,
-               'contamination' AS distiller, 'poison' AS kind, true AS poison, host_item_id
-        FROM contamination_items""",
+# the columns of view_items, each method's items_sql gives them all (cast to these types)
+ITEM_COLUMNS = {
+    "item_id": "VARCHAR",
+    "method": "VARCHAR",  # the method's name (a contaminated condition: ``<method>+<condition>``)
+    "kind": "VARCHAR",  # what the row is, as the method calls it (an EDV bank item, ``candidate``…)
+    "bank": "VARCHAR",
+    "owner": "VARCHAR",  # the agent of a per-agent bank; NULL: a bank of no one agent
+    "epoch": "INTEGER",
+    "domain": "VARCHAR",
+    "task_id": "VARCHAR",  # the task it was learned from
+    "title": "VARCHAR",
+    "text": "VARCHAR",  # as retrieval serves it
+    "distiller": "VARCHAR",  # who wrote it
+    "poison": "BOOLEAN",  # a planted wrong item
+    "host_item_id": "VARCHAR",  # a poison twin: the item it twins
+    "admitted": "VARCHAR",  # where it went, as the item's page says it (``shared``, ``rejected``…)
+    "rejected": "BOOLEAN",  # a candidate kept in no bank: never retrieved, not counted as memory
+    "aliases": "VARCHAR[]",  # ids it absorbed as duplicates (their pages lead to it)
+    "read_by": "VARCHAR",  # the one agent whose episodes can retrieve it; NULL: any agent
 }
+
+# the contamination experiment's wrong twins (methods/contamination.py; any method's banks)
+_TWINS = """
+    SELECT item_id, method || '+' || condition AS method, 'poison' AS kind, bank, owner,
+           NULL AS epoch, domain, NULL AS task_id, title,
+           '### ' || title || chr(10) || 'Rule: ' || rule AS text,
+           'contamination' AS distiller, true AS poison, host_item_id,
+           'poison twin in ' || bank || coalesce(':' || owner, '') AS admitted, false AS rejected,
+           []::VARCHAR[] AS aliases, NULL AS read_by
+    FROM contamination_items"""
 
 
 def _exists(con, name: str) -> bool:
@@ -54,22 +53,35 @@ def _exists(con, name: str) -> bool:
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
 
 
+def _names(con) -> set[str]:
+    """The views and tables on the connection (from the catalog)."""
+    return {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                                      "UNION SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def _item_parts(have: set[str]) -> list[str]:
+    """The SQL of every registered method's items on a connection with views ``have``
+    (in name order), then the poison twins where the run has them."""
+    from edv_ray.plugins import known_methods
+
+    parts = [sql for name, m in sorted(known_methods().items()) if m.memory_view is not None
+             for sql in [m.memory_view.items_sql(have, name)] if sql]
+    return parts + ([_TWINS] if "contamination_items" in have else [])
+
+
 def ensure_views(con) -> None:
-    """``view_items`` over every method's memory present on the connection (once)."""
+    """``view_items`` over every method's memory present on the connection (once): each
+    part projected onto :data:`ITEM_COLUMNS`, so a declaration missing one fails here."""
     if _exists(con, "view_items"):
         return
     # every page reads the same files' footers again: keep them (results are unchanged)
     con.execute("SET parquet_metadata_cache = true")
-    parts = [sql for source, sql in _PARTS.items() if _exists(con, source)
-             and (source != "decisions" or _exists(con, "candidates"))]
-    if not parts:  # connected without the method views: an empty, typed view
-        parts = [("SELECT NULL::VARCHAR AS item_id, NULL::VARCHAR AS method, NULL::VARCHAR AS bank, "
-                  "NULL::VARCHAR AS owner, NULL::INTEGER AS epoch, NULL::VARCHAR AS domain, "
-                  "NULL::VARCHAR AS task_id, NULL::VARCHAR AS title, NULL::VARCHAR AS text, "
-                  "NULL::VARCHAR AS distiller, NULL::VARCHAR AS kind, false AS poison, "
-                  "NULL::VARCHAR AS host_item_id WHERE false")]
-    con.execute("CREATE OR REPLACE TEMP VIEW view_items AS "
-                + " UNION ALL BY NAME ".join(f"SELECT * FROM ({p})" for p in parts))
+    cols = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in ITEM_COLUMNS.items())
+    parts = [f"SELECT {cols} FROM ({sql})" for sql in _item_parts(_names(con))]
+    if not parts:  # no method keeps memory here: an empty, typed view
+        parts = [f"SELECT {cols} FROM (SELECT " + ", ".join(f"NULL AS {c}" for c in ITEM_COLUMNS)
+                 + ") WHERE false"]
+    con.execute("CREATE OR REPLACE TEMP VIEW view_items AS " + " UNION ALL ".join(parts))
 
 
 def once(con, name: str, sql: str) -> list[tuple]:

@@ -28,7 +28,7 @@ PLANS = {"gold": {"success": {"default": 1.0}},
 def main() -> None:
     from edv_ray.envs.protocol import quiet_logs
     from edv_ray.testing.helpers import tau2_tasks
-    from tests.serving.simulated.sim_helpers import play_tau2, serving
+    from tests.simulation.sim_helpers import play_tau2, serving
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--domains", nargs="+", default=["mock", "airline", "retail"])

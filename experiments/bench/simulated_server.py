@@ -35,9 +35,9 @@ def record() -> dict[str, list[dict]]:
     from edv_ray.envs.tau2.env import render_transcript
     from edv_ray.methods.edv.records import TrajectoryView
     from edv_ray.methods.edv.stages import distill, vote
-    from edv_ray.serving.simulated.server import Simulator
+    from edv_ray.simulation.server import Simulator
     from edv_ray.testing.helpers import tau2_tasks
-    from tests.serving.simulated.sim_helpers import caller, ctx, play_tau2, serving
+    from tests.simulation.sim_helpers import caller, ctx, play_tau2, serving
 
     got: dict[str, list[dict]] = {}
     original = Simulator.respond
@@ -110,7 +110,7 @@ def main() -> None:
     spec.write_text(json.dumps({"served_name": "sim", "profile": PROFILE, "benchmarks": BENCH}))
     port = 18000 + os.getpid() % 1000
     proc = subprocess.Popen(["taskset", "-c", str(args.core), sys.executable, "-m",
-                             "edv_ray.serving.simulated.server", "--spec", str(spec), "--port", str(port)],
+                             "edv_ray.simulation.server", "--spec", str(spec), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         proc.stdout.readline()  # listening

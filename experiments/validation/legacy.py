@@ -51,7 +51,7 @@ def serve_engine(world, out: Path) -> tuple[subprocess.Popen, str]:
     spec.write_text(json.dumps({"served_name": "sim", "profile": world.profile,
                                 "benchmarks": [world.config["benchmark"]]}))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "edv_ray.serving.simulated.server", "--spec",
+    proc = subprocess.Popen([sys.executable, "-m", "edv_ray.simulation.server", "--spec",
                              str(spec), "--port", str(port)], env=env,
                             stdout=open(out / f"{world.name}.engine.log", "w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"

@@ -40,6 +40,7 @@ def _stage_scripts(server) -> None:
     server.add_script("verifier", scripts.verifier_all_approve)
 
 
+@pytest.mark.slow
 def test_mind2web_gold_scores_one_nothing_scores_zero(server, tmp_path):
     data = Mind2WebData(FIX / "mind2web")
     tasks = {t.annotation_id: t for s in ("train", "test_website") for t in data.tasks(s)}
@@ -72,6 +73,7 @@ def test_mind2web_gold_scores_one_nothing_scores_zero(server, tmp_path):
     assert con.execute("SELECT count(*) FROM distill_runs WHERE status = 'ok'").fetchone()[0] > 0
 
 
+@pytest.mark.slow
 def test_mmtb_gold_scores_one_nothing_scores_zero(server, tmp_path):
     dialogues = {d.id: d for d in load_dialogues(FIX / "mmtb")}
     queues, lock = {}, threading.Lock()

@@ -135,7 +135,8 @@ def test_experiences_seed_and_transcript(data):
     assert len(firsts) > 1  # the shuffle depends on the seed
     json.dumps(out.to_dict())
     text = render_trajectory(out.messages, max_chars=300)
-    assert len(text) <= 300 and text.endswith("Answer: A")
+    marker, _, kept = text.partition("\n")  # the cut is marked (prompts.budget.keep_end)
+    assert marker.endswith("chars elided …]") and len(kept) == 300 and text.endswith("Answer: A")
     assert "web-navigation agent" not in render_trajectory(out.messages, 100000)
 
 

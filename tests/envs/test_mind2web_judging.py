@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 import yaml
 
 from edv_ray.envs.mind2web.data import (
@@ -37,6 +38,7 @@ def _texts(req) -> str:
     return html.unescape("\n".join(str(m.get("content") or "") for m in req["messages"]))
 
 
+@pytest.mark.slow
 def test_judging_prompts_hold_no_gold_action(server, tmp_path):
     data = Mind2WebData(FIX)
     tasks = {t.annotation_id: t for s in ("train", "test_task") for t in data.tasks(s)}

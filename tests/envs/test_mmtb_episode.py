@@ -238,7 +238,8 @@ def test_context_is_the_gold_dialogue_and_tool_results_are_gold(dialogues):
     text = render_trajectory(out.messages, 100000)
     assert "===== mission 3 =====" in text and "get_weather(" in text
     assert "(clarify)" not in text and "(multi)" not in text  # no gold label
-    assert len(render_trajectory(out.messages, 200)) <= 200
+    marker, _, kept = render_trajectory(out.messages, 200).partition("\n")
+    assert marker.endswith("chars elided …]") and len(kept) == 200 and text.endswith(kept)
 
 
 def test_observed_text_task_type_breakdown(dialogues):

@@ -29,7 +29,7 @@ import yaml
 
 from edv_ray.envs.mmtb.episode import mission_results
 from edv_ray.envs.mmtb.metrics import DEPARTURES, FIGURES, breakdown
-from edv_ray.report.scoring_checks import mmtb_figures
+from edv_ray.report.scoring_checks import benchmark_figures
 from edv_ray.testing.helpers import scripted_config
 from tests.envs.test_mmtb_official import FIX, _json, play
 
@@ -89,13 +89,13 @@ def _run_folder(mode: str, tmp_path):
 def test_the_scoring_check_prints_the_figures_and_how_corrected_departs(tmp_path):
     # diff-4 + diff-8: official leaves out diff-4's missions from its crash on (1-3);
     # corrected scores them (1 wrong, 2 拒 right, 3 多 parallel right and optimal)
-    [off] = mmtb_figures(_run_folder("official", tmp_path), tmp_path)
+    [off] = benchmark_figures(_run_folder("official", tmp_path), tmp_path)
     assert off.ok and off.method == "edv"
     assert off.figure == ("a, epoch 0 — official: all 0.400, 单 0.500, 多 0.000, 拒 -, "
                           "反 0.500, A^P 0.500, A^S -, A^{S+P} -, optimal path 0.500; "
                           "5 missions, 3 dropped")
     assert "whatever its type" in off.detail and "correct and optimal" in off.detail
-    [cor] = mmtb_figures(_run_folder("corrected", tmp_path), tmp_path)
+    [cor] = benchmark_figures(_run_folder("corrected", tmp_path), tmp_path)
     assert cor.figure == ("a, epoch 0 — corrected: all 0.500, 单 0.333, 多 0.500, 拒 1.000, "
                           "反 0.500, A^P 0.667, A^S -, A^{S+P} -, optimal path 0.667; "
                           "8 missions, 0 dropped")
@@ -107,5 +107,5 @@ def test_the_scoring_check_prints_the_figures_and_how_corrected_departs(tmp_path
     cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
     cfg["benchmark"]["metrics"] = "corrected"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    [mixed] = mmtb_figures(con, tmp_path)
+    [mixed] = benchmark_figures(con, tmp_path)
     assert not mixed.ok and "modes ['official']" in mixed.detail

@@ -12,9 +12,10 @@ does not tell a right mission from a wrong one.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+
+import pytest
 
 from edv_ray.envs.mmtb.data import PREPARE, load_dialogues
 from edv_ray.envs.mmtb.episode import NO_RESULT
@@ -62,6 +63,7 @@ def _mission_blocks(prompt: str) -> list[list[str]]:
     return blocks
 
 
+@pytest.mark.slow
 def test_judging_prompts_hold_no_gold_and_end_every_mission_alike(server, tmp_path):
     dialogues = {d.id: d for d in load_dialogues(FIX)}
     roles = {"agent": _agent(_plays(dialogues)), "distiller": scripts.distiller,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from edv_ray.results.views import connect
 from edv_ray.testing.helpers import scripted_config, tau2_tasks
 from tests.methods import scripts
@@ -34,6 +36,7 @@ def _tool_results(run_dir, name: str) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_airline_judging_prompts_hold_whole_tool_results_and_no_scenario(server, tmp_path):
     scripts.script_stage_roles(server)
     cfg = scripts.conversation_config(server, tmp_path, ["27"], ["2"], max_steps=20)

@@ -43,6 +43,7 @@ def _worker(run_dir: Path, cancellations: int) -> str:
     return out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_tool_notice_once_per_run_every_occurrence_in_the_log(tmp_path):
     first = _worker(tmp_path, 4)

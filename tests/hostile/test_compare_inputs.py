@@ -52,6 +52,7 @@ def runs(tmp_path, monkeypatch):
     return tmp_path, r1, r2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
 def test_hostile_folder_names_are_data_not_sql_or_globs(runs, capsys, name):
     tmp, r1, _ = runs

@@ -66,6 +66,7 @@ def _ray_logs() -> Path | None:
     return Path(node.get_logs_dir_path()) if node is not None else None
 
 
+@pytest.mark.slow
 def test_simulated_run_engines_refuse_requests_without_the_run_key(ray_session, tmp_path,
                                                                   monkeypatch, capsys):
     """A real No-Memory + Judge run on the simulated engine: while it runs, its engine

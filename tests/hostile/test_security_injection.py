@@ -65,6 +65,7 @@ BENCHMARKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bench", sorted(BENCHMARKS))
 def test_hostile_lesson_stays_inside_the_fence(server, tmp_path, bench):
     section, make_agent = BENCHMARKS[bench]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from edv_ray.credentials import env_name_problem
+from edv_ray.config_files import env_name_problem
 from tests.hostile.test_security_secrets import HOST, KEY, _with, refused_everywhere
 
 # made-up values in each vendor's format (letters, digits and '_': valid variable names)

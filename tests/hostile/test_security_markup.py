@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from edv_ray.cli import main
 from tests.hostile.security_kit import episode_rows, mock_config, write_yaml
 
@@ -16,6 +18,7 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+@pytest.mark.slow
 def test_output_dir_with_markup_runs_prints_literally_and_resumes(server, tmp_path, capsys):
     out = tmp_path / "x[/b] y[a] [bold red]z"
     run_dir = out / "t"

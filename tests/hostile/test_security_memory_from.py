@@ -76,6 +76,7 @@ def _target(server, tmp_path: Path, src: Path) -> str:
     return write_yaml(tmp_path / "target.yaml", cfg)
 
 
+@pytest.mark.slow
 def test_a_good_source_validates(server, tmp_path, source_run, capsys):
     assert main(["validate", _target(server, tmp_path, source_run)]) == 0
     assert "config OK" in capsys.readouterr().out

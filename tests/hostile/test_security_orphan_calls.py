@@ -9,6 +9,8 @@ on disk, listed by ``orphan_calls``."""
 
 from __future__ import annotations
 
+import pytest
+
 from edv_ray.cli import main
 from edv_ray.results.store import compact_stage, numbered_segments
 from edv_ray.results.views import connect
@@ -24,6 +26,7 @@ def _tokens(run_dir) -> tuple:
             con.execute("SELECT count(*) FROM episodes").fetchone()[0])
 
 
+@pytest.mark.slow
 def test_rerun_after_a_damaged_segment_counts_one_attempt(server, tmp_path, capsys):
     path = write_yaml(tmp_path / "cfg.yaml", mock_config(server, tmp_path))
     assert main(["run", "--no-progress", path]) == 0

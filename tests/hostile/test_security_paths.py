@@ -10,6 +10,7 @@ from edv_ray.cli import main
 from tests.hostile.security_kit import episode_rows, mock_config, one_line, write_yaml
 
 
+@pytest.mark.slow
 def test_output_dir_with_quotes_runs_reports_and_resumes(server, tmp_path, capsys):
     out = tmp_path / "it's [a] run; DROP TABLE x; --"
     cfg = write_yaml(tmp_path / "cfg.yaml", mock_config(server, tmp_path, output_dir=str(out)))

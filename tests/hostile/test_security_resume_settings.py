@@ -57,6 +57,7 @@ def snapshot(run_dir) -> dict:
     (more_tasks, ["benchmark.task_ids"]),
     (fewer_tasks, ["benchmark.task_ids"]),
 ], ids=["trials_temperature", "more_tasks", "fewer_tasks"])
+@pytest.mark.slow
 def test_changed_settings_are_refused_naming_the_field(server, tmp_path, capsys, change,
                                                        fields):
     run_dir = start(server, tmp_path)
@@ -115,6 +116,7 @@ def test_accept_changed_with_new_tasks_is_one_line_not_a_keyerror(server, tmp_pa
     assert len(json.loads((run_dir / HISTORY).read_text())["settings"]) == 1
 
 
+@pytest.mark.slow
 def test_a_free_field_resumes_without_complaint(server, tmp_path, capsys):
     run_dir = start(server, tmp_path)
     edit(run_dir, lambda d: d["runtime"].update(concurrency=1, episode_timeout_s=30))

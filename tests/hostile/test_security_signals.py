@@ -63,6 +63,7 @@ def _wait_for_episodes(proc, run_dir: Path, n: int, limit_s: float = 240) -> Non
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_mid_run_then_resume_loses_and_doubles_nothing(slow_server, tmp_path, sig, code):
     out = tmp_path / "my runs"  # a space: the printed command must be quoted
@@ -124,6 +125,7 @@ cp -a "$DISK/t" "$OUT/run"
 
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unprivileged user+mount namespaces "
                     "(unshare -Urm) to make a small file system that really fills up")
+@pytest.mark.slow
 def test_disk_full_mid_run_is_one_line_then_resume_completes(slow_server, tmp_path):
     """A real ENOSPC: the run folder is a 4 MB tmpfs (in a private mount namespace) that
     a filler file fills after the first episodes."""

@@ -73,6 +73,7 @@ def test_a_trickling_answer_is_cut_at_the_timeout(srv):
     assert wait_for(lambda: srv.active_trickles == 0, 15), srv.active_trickles
 
 
+@pytest.mark.slow
 def test_many_abandoned_calls_leak_no_tasks_threads_or_sockets(srv):
     client = LLMClient(timeout_s=1.5, max_retries=0, breaker_threshold=10**6)  # all time out
     me = psutil.Process()

@@ -81,8 +81,8 @@ def _prompt_sent(trajs, sees_reward: bool) -> str:
 @pytest.mark.parametrize("sees_reward", [True, False])
 def test_one_run_gets_the_single_run_prompt(sees_reward):
     kind = "graded" if sees_reward else "blind"
-    assert distill_prompt(1, sees_reward) == f"distill_single_{kind}.v1"
-    assert distill_prompt(2, sees_reward) == f"distill_{kind}.v3"
+    assert distill_prompt(1, sees_reward) == f"distill_single_{kind}.v2"
+    assert distill_prompt(2, sees_reward) == f"distill_{kind}.v4"
     one = _prompt_sent([_view("T1", False)], sees_reward)
     assert "one agent's attempt" in one and not MULTI_RUN.search(one)
     assert ('outcome="failure"' in one) == sees_reward
@@ -93,6 +93,7 @@ def test_one_run_gets_the_single_run_prompt(sees_reward):
     assert "Compare the runs" in two
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_distill_requests_fit_the_number_of_runs(server, tmp_path):
     """Row 1's setting (one executor, self-distill, nothing shown) sends the single-run

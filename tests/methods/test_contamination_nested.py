@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from edv_ray.config import dump_config, load_config_dict
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.methods import contamination as C
@@ -85,6 +87,7 @@ def _source_run(tmp_path, cfg: dict, shared: int, private: dict[str, int]):
     return src
 
 
+@pytest.mark.slow
 def test_edv_contamination_share_per_solver(server, tmp_path):
     server.add_script("contaminator", contaminator)
     cfg = config(server, tmp_path, "edv", contamination=0.1, contamination_writer="judge",

@@ -50,6 +50,7 @@ def _tag(req) -> list[str]:
     return (req.get("user") or "").split("|")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_blind_row_beside_edv_and_reasoning_bank(server, tmp_path):
     from edv_ray.report.compare import write_report

@@ -102,6 +102,7 @@ def _mind2web_config(server, tmp_path, contrast: str) -> dict:
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_low_success_benchmark_distills_under_graded_not_binary(server, tmp_path):
     """Mind2Web's training group: ``partial`` gets every step right but the last one

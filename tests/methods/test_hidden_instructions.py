@@ -5,6 +5,8 @@ learns or judges. The user simulator's own requests do carry it (the test can fa
 
 from __future__ import annotations
 
+import pytest
+
 from edv_ray.testing.helpers import tau2_tasks
 from tests.methods import scripts
 from tests.methods.test_methods import roles_sent, run
@@ -20,6 +22,7 @@ def hidden_fragments(task) -> list[str]:
     return [ln for ln in lines if len(ln) >= 25]
 
 
+@pytest.mark.slow
 def test_no_hidden_scenario_reaches_any_solver_or_judge(server, tmp_path):
     scripts.script_stage_roles(server)
     cfg = scripts.conversation_config(server, tmp_path, TRAIN, TEST)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from rich.console import Console
 
 from edv_ray import pipeline
@@ -37,6 +38,7 @@ def _rows(run_dir, method):
         "WHERE method = ? ORDER BY ALL", [method]).fetchall()
 
 
+@pytest.mark.slow
 def test_resume_keeps_routing_and_one_row_per_task(server, tmp_path):
     """good wins epoch 0's executions, bad epoch 1's: epoch 0's evaluation routes on epoch
     0 only, and a resume (under an absolute path) re-decides and re-runs nothing."""
@@ -65,6 +67,7 @@ def test_resume_keeps_routing_and_one_row_per_task(server, tmp_path):
     assert all(c.ok for c in run_checks(run_dir) if c.name == "tasks_scored")
 
 
+@pytest.mark.slow
 def test_stream_waits_for_its_unfinished_task(server, tmp_path):
     state = {"fail": True}
 
@@ -86,6 +89,7 @@ def test_stream_waits_for_its_unfinished_task(server, tmp_path):
     assert len(rows) == 2 * len(TEST) and len({r[1:5] for r in rows}) == len(rows)
 
 
+@pytest.mark.slow
 def test_judge_and_router_never_decide_on_a_partial_pool(server, tmp_path):
     state = {"fail": True}
 
@@ -111,6 +115,7 @@ def test_judge_and_router_never_decide_on_a_partial_pool(server, tmp_path):
                        ).fetchone()[0] == ["good"]
 
 
+@pytest.mark.slow
 def test_later_epochs_are_new_samples(server, tmp_path):
     cfg = config(server, tmp_path, "router", router={"n_executors": 2, "epochs": 2})
     for a in cfg["agents"]:

@@ -27,6 +27,7 @@ def _results(run_dir) -> dict:
     return {"rows": rows, "tokens": tokens}
 
 
+@pytest.mark.slow
 def test_methods_give_the_same_results_in_any_order(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", scripts.distiller)
@@ -65,6 +66,7 @@ def _checks(run_dir) -> list[dict]:
     return [c.row() for c in run_checks(run_dir)]
 
 
+@pytest.mark.slow
 def test_reasoning_bank_epochs_retrieve_distinct_latest_tasks(server, tmp_path):
     from edv_ray.memory import Embedder
     from edv_ray.methods.reasoning_bank.store import load_entries, rb_experiences
@@ -97,6 +99,7 @@ def test_reasoning_bank_epochs_retrieve_distinct_latest_tasks(server, tmp_path):
     assert Embedder  # the provider embedded the query itself
 
 
+@pytest.mark.slow
 def test_agents_send_their_own_seeds(server, tmp_path):
     cfg = config(server, tmp_path, "no_memory")
     cfg["agents"] = [{"name": f"glm-{c}", "model": "scripted", "prompt_strategy": "native_tools",
@@ -112,6 +115,7 @@ def test_agents_send_their_own_seeds(server, tmp_path):
     assert checks and all(c["ok"] for c in checks)
 
 
+@pytest.mark.slow
 def test_judge_calls_that_fail_are_counted_and_redone(server, tmp_path):
     def broken(req, tag):
         raise RuntimeError("judge endpoint down")
@@ -135,6 +139,7 @@ def test_judge_calls_that_fail_are_counted_and_redone(server, tmp_path):
     assert rows == [("ok", True)] * len(TEST)
 
 
+@pytest.mark.slow
 def test_reward_blind_contrast_and_prompt(server, tmp_path):
     from edv_ray.methods.edv.jobs import has_contrast
     from edv_ray.methods.edv.records import TrajectoryView
@@ -186,6 +191,7 @@ def test_ablation_rows_differ_in_the_factors_they_name():
         assert not any(e["distiller_sees_reward"] or e["verifiers_see_reward"] for e in edv)
 
 
+@pytest.mark.slow
 def test_task_types_from_what_the_agent_observes(server, tmp_path):
     from edv_ray.report.tables import report
 
@@ -206,6 +212,7 @@ def test_task_types_from_what_the_agent_observes(server, tmp_path):
     assert sum(r["attempts"] for r in printed) == 2 * len(TRAIN)
 
 
+@pytest.mark.slow
 def test_memory_from_carries_the_ability_matrix(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", scripts.distiller)

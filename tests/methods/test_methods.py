@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from edv_ray import pipeline
@@ -41,6 +42,7 @@ def roles_sent(server, role):
     return [r for r in server.requests if (r.get("user") or "").split("|")[1:2] == [role]]
 
 
+@pytest.mark.slow
 def test_reasoning_bank_self_judges_extracts_and_retrieves_one_task(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     # the self-judge calls every run a success except bad's: its label, not the reward
@@ -85,6 +87,7 @@ def test_reasoning_bank_self_judges_extracts_and_retrieves_one_task(server, tmp_
     assert got == {"bad": 2, "good": 2}
 
 
+@pytest.mark.slow
 def test_judge_picks_among_pool_runs_and_reports_accuracy(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("judge", scripts.make_judge("first"))  # T1 = bad (sorted by agent)
@@ -108,6 +111,7 @@ def test_judge_picks_among_pool_runs_and_reports_accuracy(server, tmp_path):
     assert res == {"judge": 0.0, "no_memory": 0.5}
 
 
+@pytest.mark.slow
 def test_router_picks_the_best_ability_cell(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     run_dir = run(config(server, tmp_path, "router", router={"n_executors": 2}))
@@ -123,14 +127,15 @@ def test_router_picks_the_best_ability_cell(server, tmp_path):
                        "AND len(experiences) > 0").fetchone()[0] == 0
 
 
-def test_route_with_no_votes_discards():
-    from edv_ray.methods.edv.stages import route
+def test_admit_with_no_votes_discards():
+    from edv_ray.methods.edv.stages import admit
 
-    assert route({}) == ("discard", [])
-    assert route({"a": True, "b": False}) == ("private", ["a"])
-    assert route({"a": True, "b": True}) == ("shared", ["a", "b"])
+    assert admit({}) == ("discard", [])
+    assert admit({"a": True, "b": False}) == ("private", ["a"])
+    assert admit({"a": True, "b": True}) == ("shared", ["a", "b"])
 
 
+@pytest.mark.slow
 def test_memory_from_another_run(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", scripts.distiller)

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 
 from edv_ray.methods.reasoning_bank.store import ENTRY_SCHEMA, rb_experiences
 from edv_ray.memory import Embedder
@@ -34,6 +35,7 @@ def _memory_block(req) -> str:
     return got.group(1) if got else ""
 
 
+@pytest.mark.slow
 def test_k_three_tasks_injects_nine_items_reported_as_sent(server, tmp_path):
     server.add_script("self_judge", scripts.make_self_judge(lambda agent: "success"))
     server.add_script("extractor", three_items)
@@ -108,6 +110,7 @@ def multi_sentence_first(calls: Counter):
     return extractor
 
 
+@pytest.mark.slow
 def test_every_rollout_extracted_and_multi_sentence_descriptions_rejected(server, tmp_path):
     calls: Counter = Counter()
     server.add_script("self_judge", scripts.make_self_judge(lambda agent: "success"))

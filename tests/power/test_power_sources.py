@@ -15,7 +15,7 @@ from edv_ray.cli import main
 from edv_ray.config import load_config
 from edv_ray.power.pilot import estimate_heterogeneity, read_pilot
 from edv_ray.power.profile import Profile
-from edv_ray.serving.simulated.oracle import Oracle
+from edv_ray.simulation.oracle import Oracle
 from tests.report.runfolder import config, episode, write_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -62,7 +62,7 @@ def test_profile_rates_are_the_planted_ones(tmp_path):
     # EDV: without verifier bias every group admits alike: s = pc·ac² / (pc·ac² + (1−pc)·aw²)
     pc = oracle.p_item_correct("b", contrast=True, own=False, sees_reward=True)
     s = pc * 0.8 ** 2 / (pc * 0.8 ** 2 + (1 - pc) * 0.3 ** 2)
-    assert prof.edv_precision("x") == pytest.approx(s)
+    assert prof.edv_precision(cfg.section("edv"), "x") == pytest.approx(s)
     assert methods["edv"].rate("x") == pytest.approx(0.6 + 3 * (s * 0.04 - (1 - s) * 0.06))
     # ReasoningBank, agent a: its own run (no contrast, no reward), mislabeled when the
     # self-judge contradicts the outcome
@@ -72,12 +72,41 @@ def test_profile_rates_are_the_planted_ones(tmp_path):
     assert arm_a.rate == pytest.approx(0.6 + 3 * (s_rb * 0.04 - (1 - s_rb) * 0.06))
 
 
+def edv_precision(path: Path) -> float:
+    cfg = load_config(path)
+    return Profile(cfg).edv_precision(cfg.section("edv"), "x")
+
+
 def test_self_confirmation_bias_lowers_edv_precision(tmp_path):
-    fair = Profile(load_config(sim_config(tmp_path))).edv_precision("x")
-    biased = Profile(load_config(sim_config(
-        tmp_path, verify={"approve_correct": 0.8, "approve_wrong": 0.3,
-                          "own_run_failed": 0.5}))).edv_precision("x")
+    fair = edv_precision(sim_config(tmp_path))
+    biased = edv_precision(sim_config(
+        tmp_path, verify={"approve_correct": 0.8, "approve_wrong": 0.3, "own_run_failed": 0.5}))
     assert biased < fair - 0.02
+
+
+def test_a_method_is_modelled_by_its_section_class(tmp_path):
+    """edv_blind's section subclasses EDV's: a method of its own, named as not modelled."""
+    path = sim_config(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["method"] = ["no_memory", "edv_blind", "edv"]
+    path.write_text(yaml.safe_dump(raw))
+    modelled, left = Profile(load_config(path)).methods(["x"])
+    assert [m.name for m in modelled] == ["no_memory", "edv"] and left == ["edv_blind"]
+
+
+def test_default_comparisons_follow_the_report_order():
+    """No ``--compare``: the method last in report order against every other (A − B =
+    later − earlier); a contaminated condition's label is never the lead."""
+    from edv_ray.power.run import comparisons
+    from edv_ray.report.method_facts import method_order
+
+    assert comparisons(["no_memory", "reasoning_bank", "edv", "router"], None) == [
+        ("edv", "no_memory"), ("edv", "reasoning_bank"), ("edv", "router")]
+    order = method_order()
+    rest = ["no_memory", "reasoning_bank", "judge", "router"]
+    lead = max(rest, key=order.index)
+    assert comparisons(rest + ["judge+poison@0.5"], None) == [
+        (lead, m) for m in rest + ["judge+poison@0.5"] if m != lead]
 
 
 def test_cli_on_a_profile(tmp_path, capsys):

@@ -16,7 +16,7 @@ from edv_ray.report import memory_audit as MA
 from edv_ray.results.parquet_io import read_rows
 from tests.report.test_audit_blind import make_run
 from tests.report.test_memory_audit import read_sheet
-from tests.serving.simulated.sim_helpers import serving
+from tests.simulation.sim_helpers import serving
 
 OPAQUE = re.compile(r"^m-[0-9a-f]{12}$")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import duckdb
+import pytest
 
 from edv_ray.cli import main
 from edv_ray.report.compare import write_report
@@ -19,6 +20,7 @@ def direct(run_dir) -> tuple[int, int]:
         "count(*), count(*) FILTER (WHERE success)").fetchall()[0]
 
 
+@pytest.mark.slow
 def test_compare_equals_direct_parquet_queries(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     a = run(config(server, tmp_path / "a", ["no_memory", "router"]))

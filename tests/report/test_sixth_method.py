@@ -1,17 +1,21 @@
 """A sixth method declared only in its own module (``tests/fixtures/toy_method.py``,
 loaded through ``EDV_PLUGINS``) appears in the run tables, ``edv compare`` (Markdown and
-CSV), the validity table (its declared check runs) and the memory audit (its declared
-items are sampled) — with no edit under ``edv_ray/report`` (issue 30 item 4). Scripted
-server, real Ray, τ²-bench mock grading, real Parquet/DuckDB."""
+CSV), the validity table (its declared check runs), the memory audit (its declared
+items are sampled) and ``edv view`` (its memory listed, each item's sources, the episodes
+it noted and its own report table) — with no edit under ``edv_ray/report`` or
+``edv_ray/view`` (issue 30 item 4). Scripted server, real Ray, τ²-bench mock grading, real
+Parquet/DuckDB, the viewer's app over HTTP (starlette's TestClient)."""
 
 from __future__ import annotations
 
 import csv
 import importlib
+import json
 import os
 
 import pytest
 from rich.console import Console
+from starlette.testclient import TestClient
 
 from edv_ray import plugins
 from edv_ray.report import memory_audit as MA
@@ -19,7 +23,9 @@ from edv_ray.report.compare import write_report
 from edv_ray.report.compare_load import attach
 from edv_ray.report.tables import report
 from edv_ray.report.validity import run_checks
+from edv_ray.view.app import make_app
 from tests.methods.test_methods import config, run
+from tests.view.test_app import Page
 
 TOY = "tests.fixtures.toy_method"
 
@@ -74,6 +80,23 @@ def test_sixth_method_in_every_report(server, toy, tmp_path):
     assert len(mine) == 2 and all(i.text.startswith("hint: 2 run(s)") for i in mine)
     sampled = MA.sample_items(items, per_method=1, seed=0)
     assert [i.bank for i in sampled if i.method == "toy_sixth"] == ["toy"]
+
+    # edv view: its notes in the memory list, each with the runs it counted; an episode
+    # it counted links back to its note; its report table on the overview
+    notes = {n["item_id"]: n for n in json.loads(toy.memory_file(run_dir).read_text())}
+    with TestClient(make_app([run_dir])) as client:
+        listed = Page(client.get("/memory?method=toy_sixth").text).find("tr", cls="memory-item")
+        assert {(a["data-item-id"], a["data-kind"]) for a in listed} == {(i, "note") for i in notes}
+        assert Page(client.get("/").text).find("a", cls="method-memory", href="/memory?method=toy_sixth")
+        item_id, note = sorted(notes.items())[0]
+        html = client.get(f"/memory/{item_id}").text
+        page = Page(html)
+        assert page.find(id="admitted")[0]["data-admitted"] == "toy"
+        assert {a["data-episode-id"] for a in page.find("a", cls="source-episode")} == set(note["episode_ids"])
+        assert toy.NOTE_PROVENANCE in html
+        episode = Page(client.get(page.find("a", cls="source-episode")[0]["href"]).text)
+        assert [a["data-item-id"] for a in episode.find("a", cls="evidence-item")] == [item_id]
+        assert 'id="table-toy_picks"' in client.get("/").text
 
 
 def test_env_var_names_extra_plugin_modules(monkeypatch):

@@ -53,6 +53,7 @@ def offline_log(run_dir: Path) -> Path:
     return files[0]
 
 
+@pytest.mark.slow
 def test_history_is_written_while_the_run_goes(server, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     server.agent_modes["bad"] = "nothing"
@@ -117,6 +118,7 @@ def test_history_is_written_while_the_run_goes(server, tmp_path, monkeypatch):
     assert image.is_file() and image.suffix == ".png"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["init_raises", "bad_mode"])
 def test_wandb_failure_never_fails_the_run(server, tmp_path, monkeypatch, how):
     import wandb

@@ -62,6 +62,7 @@ def rows_of(table: dict) -> list[dict]:
     return [dict(zip(table["columns"], r)) for r in table["data"]]
 
 
+@pytest.mark.slow
 def test_experiences_match_the_banks_and_votes(logged):
     run_dir, exp, _, summary = logged
     assert exp["columns"] == WT.EXPERIENCE_COLUMNS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from edv_ray import pipeline
@@ -15,6 +16,7 @@ from edv_ray.testing.helpers import scripted_config
 SECRET = "sk-test-9f8e7d6c5b4a-never-write-me"
 
 
+@pytest.mark.slow
 def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     monkeypatch.setenv("EDV_TEST_KEY", SECRET)
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -4,6 +4,7 @@ episodes do not run early), and a stage's first episodes start ``start_interval_
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
 from edv_ray import pipeline
@@ -32,6 +33,7 @@ def _max_overlap(intervals) -> int:
     return best
 
 
+@pytest.mark.slow
 def test_episodes_stay_within_concurrency_and_the_first_fill_is_paced(server, tmp_path):
     server.delay_s = 0.3
     tasks = [t.id for t in tau2_tasks("mock") if has_ticket(t)]

@@ -81,6 +81,7 @@ def test_user_errors_exit_2_before_any_folder(server, tmp_path, capsys):
     assert "not an edv run folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_all_errored_run_exits_nonzero_then_resume_completes(server, tmp_path, capsys):
     path = _write(tmp_path, _mock(server, tmp_path, llm={"timeout_s": 5, "max_retries": 0}))
     server.fail_next("500", 1000)
@@ -100,6 +101,7 @@ def test_one_writer_per_run_folder(server, tmp_path):
     assert not list(Path(run_dir).rglob("*.parquet"))  # the second writer did nothing
 
 
+@pytest.mark.slow
 def test_damaged_parquet_is_named_and_rerun(server, tmp_path, capsys):
     path = _write(tmp_path, _mock(server, tmp_path))
     assert main(["run", "--no-progress", path]) == 0

@@ -10,7 +10,7 @@ import time
 from edv_ray.runtime.actors import RunState
 from edv_ray.runtime.cluster_view import ServerWatch
 from edv_ray.runtime.servers import ServedPool
-from edv_ray.serving.router import StickyRouter
+from edv_ray.serving.replicas import StickyReplicaPicker
 from edv_ray.serving.vllm_server import vllm_server_actor
 from edv_ray.testing.vllm_standin import launcher
 
@@ -23,7 +23,7 @@ def test_a_lost_replica_fails_over_and_is_announced(ray_session, tmp_path):
                                 ready_timeout_s=120)
               for i in range(2)]
     infos = ray.get([a.start.remote() for a in actors])
-    pool = ServedPool(routers={("m", "*"): StickyRouter.from_infos(infos)}, served={"m": "m"},
+    pool = ServedPool(pickers={("m", "*"): StickyReplicaPicker.from_infos(infos)}, served={"m": "m"},
                       infos=list(infos), actors=list(actors),
                       actor_by_url={i.base_url: a for i, a in zip(infos, actors)})
     url0, url1 = (i.base_url for i in infos)

@@ -12,6 +12,7 @@ from edv_ray.results.views import connect
 from edv_ray.testing.helpers import scripted_config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["500", "timeout", "garbage"])
 def test_fault_becomes_error_row_then_resume_completes(server, tmp_path, fault):
     server.hang_s = 4.0
@@ -44,6 +45,7 @@ def test_fault_becomes_error_row_then_resume_completes(server, tmp_path, fault):
     assert history == [(1, "error"), (1, "error"), (2, "ok"), (2, "ok")]
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_episodes(server, tmp_path):
     cfg = load_config_dict(scripted_config(server.base_url, tmp_path, benchmark={
         "domains": ["retail"], "split": "test", "num_tasks": 2}))

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from edv_ray import pipeline
 from edv_ray.config import load_config_dict
+from edv_ray.methods import ability_matrix
 from edv_ray.results.views import connect
 from edv_ray.testing.helpers import scripted_config, tau2_tasks
 
@@ -22,6 +23,7 @@ def _run(cfg_dict):
     return run_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     run_dir = _run(scripted_config(server.base_url, tmp_path, benchmark={
@@ -46,7 +48,8 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     # an Ability Matrix over these (eval) rows; by default it counts construction
     # executions only, which this run has none of
     assert con.execute("SELECT sum(attempts) FROM ability_matrix").fetchone()[0] == 0
-    matrix = connect(run_dir, matrix_stages=("eval",)).execute("SELECT agent, attempts, successes, score FROM ability_matrix "
+    ability_matrix.add_views(con, stages=("eval",))
+    matrix = con.execute("SELECT agent, attempts, successes, score FROM ability_matrix "
                          "ORDER BY agent").fetchall()
     assert matrix == [("native", 5, 5, 1.0), ("text", 5, 5, 1.0)]
     # every call was attributed; the user simulator's tokens are separate

@@ -52,6 +52,7 @@ def _fresh_tau2_hash(domain) -> str:
     return registry.get_env_constructor(domain)().get_db_hash()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", ["retail", "airline"])
 def test_cached_grading_matches_tau2_on_gold_and_do_nothing(server, domain):
     tasks = [t for t in tau2_tasks(domain, "test") if _writes(t, domain)][:4]

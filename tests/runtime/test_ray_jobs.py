@@ -112,6 +112,7 @@ def _submit(address: str, env: dict, *args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_submit_a_run_through_ray_jobs(server, tmp_path, ray_head):
     """A run, then `--resume` of its folder (a space in its name) and of a folder whose
     name is shell syntax: the entrypoint runs through a shell, so each value is quoted."""

@@ -119,6 +119,7 @@ def test_heterogeneity_sweeps_vary_the_pool_size(name):
         assert len({v.config.agent(n).model for n in v.config.executor_names()}) >= 2
 
 
+@pytest.mark.slow
 def test_sweep_runs_in_parallel_records_failures_resumes_and_compares(server, tmp_path,
                                                                        capsys, monkeypatch):
     from edv_ray.testing.scripted_server import ScriptedServer
@@ -204,6 +205,7 @@ def test_sweep_runs_in_parallel_records_failures_resumes_and_compares(server, tm
         other.stop()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_promptly_with_the_sweep_resume_hint(server, tmp_path):
     """SIGINT used to wait for the running variant to finish (hours on a cluster), then
     suggest `edv run --resume`."""

@@ -20,7 +20,7 @@ from edv_ray.cli import main
 from edv_ray.config import load_config_dict
 from edv_ray.report.validity import run_checks
 from edv_ray.results.views import connect
-from tests.serving.simulated.test_sim_runs import EXAMPLE
+from tests.simulation.test_sim_runs import EXAMPLE
 
 TEST_STAGES = ("eval", "infer", "route")  # no_memory / judge, edv, router
 TEST_TASKS = ["update_task_with_message_history", "update_task_with_initialization_data",
@@ -51,6 +51,7 @@ def run_dir(ray_session, tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_test_episodes_share_seeds_across_methods(run_dir):
     con = connect(run_dir)
@@ -83,6 +84,7 @@ def test_test_episodes_share_seeds_across_methods(run_dir):
     assert both and all(n_ep == 2 and n_sent == 2 for *_k, n_ep, n_sent in both), ex
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_picking_methods_pass_validity_at_two_trials(run_dir, capsys):
     con = connect(run_dir)

@@ -106,7 +106,7 @@ def test_local_weights_and_overrides(tmp_path, monkeypatch):
 
 
 def test_importing_the_module_imports_neither_vllm_nor_ray():
-    code = ("import sys, edv_ray.serving.vllm_server, edv_ray.serving.router; "
+    code = ("import sys, edv_ray.serving.vllm_server, edv_ray.serving.replicas; "
             "bad = {'vllm', 'ray'} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -283,6 +283,7 @@ def rb_run(tmp_path) -> tuple[Path, str, dict, list[dict]]:
 def test_reasoning_bank_items_and_poison_twins_are_listed_and_marked(tmp_path):
     from starlette.testclient import TestClient
 
+    from edv_ray.methods.reasoning_bank.viewer import NO_VERIFICATION
     from edv_ray.view.app import make_app
 
     run, item_id, learned, infer = rb_run(tmp_path)
@@ -303,3 +304,11 @@ def test_reasoning_bank_items_and_poison_twins_are_listed_and_marked(tmp_path):
         twin = Page(get(c, "/memory/tw-1").text)
         assert twin.find(id="admitted")[0]["data-admitted"] == "poison twin in rb:a"
         assert twin.find("a", cls="host-item", href="/memory/" + item_id.replace(":", "%3A"))
+        # its method's declared provenance and evidence: the entry's note, the episode it
+        # was learned from linking back to the item; a per-agent bank filters as <bank>:<owner>
+        assert NO_VERIFICATION in "".join(page.text)
+        learned_page = Page(get(c, f"/episode/{learned['episode_id']}").text)
+        assert [a["data-item-id"] for a in learned_page.find("a", cls="evidence-item")] == [item_id]
+        assert learned_page.find("li", cls="rb-entry")
+        assert {a["data-item-id"] for a in Page(get(c, "/memory?bank=rb%3Aa").text).find(
+            "tr", cls="memory-item")} == {item_id, "tw-1"}

@@ -71,7 +71,7 @@ def _verifier(req, tag):
 
 
 def _agent(server):
-    from edv_ray.serving.simulated.tau2_play import agent_turn
+    from edv_ray.agents.scripted_turns import agent_turn
 
     def agent(req, tag):
         if tag.get("agent") == "bad":  # a wrong task, titled with the hostile string

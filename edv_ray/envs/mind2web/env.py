@@ -19,7 +19,7 @@ from edv_ray.envs.file_env import FileEnv
 from edv_ray.envs.mind2web import episode as E
 from edv_ray.envs.mind2web.data import SPLITS, Mind2WebData
 from edv_ray.envs.mind2web.metrics import MODES, StepScore, TaskScore, mean_over_passes
-from edv_ray.envs.selection import pick
+from edv_ray.envs.selection import pick_tasks
 
 
 @functools.lru_cache(maxsize=4)
@@ -51,8 +51,8 @@ class Mind2WebEnv(FileEnv):
             tasks = data_of(bench).tasks(split)
         except BenchmarkDataError as err:
             raise ConfigError(str(err)) from None
-        return {"mind2web": pick(list(tasks), lambda t: t.annotation_id, task_ids, num_tasks,
-                                 f"Mind2Web/{split}")}
+        return pick_tasks({"mind2web": list(tasks)}, lambda t: t.annotation_id, task_ids,
+                          num_tasks, f"Mind2Web split {split!r}")
 
     def task_by_id(self, bench, domain: str, task_id: str, split: str | None = None):
         for s in ([split] if split else SPLITS):
@@ -78,6 +78,11 @@ class Mind2WebEnv(FileEnv):
 
         scored = [[score(t, d) for t, d in p] for p in passes]
         return {mode: mean_over_passes(scored, mode) for mode in MODES}
+
+    def simulated_player(self):
+        from edv_ray.envs.mind2web.sim_player import Mind2WebPlayer
+
+        return Mind2WebPlayer(self)
 
 
 ENV = Mind2WebEnv()

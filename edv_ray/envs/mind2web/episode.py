@@ -34,8 +34,8 @@ from edv_ray.envs.mind2web.metrics import (
     parse_answer,
     score_step,
 )
-from edv_ray.envs.selection import keep_end
 from edv_ray.prompts import experiences_block, render_prompt
+from edv_ray.prompts.budget import keep_end
 
 Complete = Callable[[list[dict[str, Any]]], str]
 PROMPTS = "envs/mind2web"  # render_prompt package path: edv_ray/envs/mind2web/prompts/
@@ -230,7 +230,8 @@ def _review_text(m: dict[str, Any]) -> str:
 def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000) -> str:
     """The transcript for distillers, verifiers and judges: the system prompt is left
     out, each round shows the agent's own previous actions (never the gold ones), turns
-    are whole; past ``max_chars`` the start is cut, keeping the latest steps."""
+    are whole; past ``max_chars`` the start is cut, keeping the latest steps (the cut
+    marked on a line of its own: :func:`edv_ray.prompts.budget.keep_end`)."""
     lines = [f"[{m.get('role', '?')}] {_review_text(m).strip()}"
              for m in messages if m.get("role") != "system"]
-    return keep_end("\n".join(lines), max_chars)
+    return keep_end("\n".join(lines), max_chars)[0]

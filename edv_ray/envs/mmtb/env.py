@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
+
 from edv_ray.config import ConfigError
 from edv_ray.envs.errors import BenchmarkDataError
 from edv_ray.envs.mmtb import episode as E
+from edv_ray.envs.mmtb import metrics as M
 from edv_ray.envs.mmtb.data import SPLITS, load_dialogues, select
 from edv_ray.envs.file_env import FileEnv
-from edv_ray.envs.selection import pick
+from edv_ray.envs.protocol import BenchmarkFigures
+from edv_ray.envs.selection import pick_tasks
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,7 +52,7 @@ class MMTBEnv(FileEnv):
         if split not in SPLITS:
             raise ConfigError(f"MMTB has no split {split!r}; splits: {list(SPLITS)}")
         ds = select(list(dialogues_of(bench)), split, bench.train_fraction)
-        return {"mmtb": pick(ds, lambda d: d.id, task_ids, num_tasks, f"MMTB/{split}")}
+        return pick_tasks({"mmtb": ds}, lambda d: d.id, task_ids, num_tasks, f"MMTB split {split!r}")
 
     def task_by_id(self, bench, domain: str, task_id: str, split: str | None = None):
         for d in dialogues_of(bench):
@@ -59,6 +63,18 @@ class MMTBEnv(FileEnv):
     def play(self, bench, spec, task, complete, experiences):
         return E.run_episode(task, complete, experiences, seed=spec.seed or 0,
                              metrics=bench.metrics)
+
+    def scoring_figures(self, bench, details: list[dict[str, Any]]) -> BenchmarkFigures:
+        """The nine figures over every mission of the episodes (micro, as the official
+        analysis), in the run's metrics mode, with what they mean in it."""
+        results = [r for d in details for r in M.stored_results(d)]
+        return BenchmarkFigures(M.figure_line(bench.metrics, M.breakdown(results)),
+                                M.meaning(bench.metrics))
+
+    def simulated_player(self):
+        from edv_ray.envs.mmtb.sim_player import MMTBPlayer
+
+        return MMTBPlayer(self)
 
 
 ENV = MMTBEnv()

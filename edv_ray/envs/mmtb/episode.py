@@ -37,8 +37,8 @@ from edv_ray.envs.mmtb.arguments import check_arguments_raising, score_call
 from edv_ray.envs.mmtb.callgraph import CallGraph, Crash, GraphTooLarge
 from edv_ray.envs.mmtb.data import ASK, Dialogue, GoldNode, Mission
 from edv_ray.envs.mmtb.metrics import MissionResult, answer_structure, breakdown
-from edv_ray.envs.selection import keep_end
 from edv_ray.prompts import experiences_block, render_prompt
+from edv_ray.prompts.budget import keep_end
 
 Complete = Callable[[list[dict[str, Any]]], str]
 PROMPTS = "envs/mmtb"  # render_prompt package path: edv_ray/envs/mmtb/prompts/
@@ -274,7 +274,8 @@ def mission_results(records: Sequence[MissionRecord]) -> list[MissionResult]:
 
 def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000) -> str:
     """Text of a transcript for the judging roles: tool calls as ``name(args)``, every
-    turn whole, the whole cut to ``max_chars`` keeping the end; the system prompt is
+    turn whole, the whole cut to its last ``max_chars`` characters (the cut marked:
+    :func:`edv_ray.prompts.budget.keep_end`); the system prompt is
     left out. Holds only what the model saw and did (the transcript has no gold label,
     and rejected missions end like accepted ones, see the module docstring)."""
     lines = []
@@ -289,4 +290,4 @@ def render_trajectory(messages: Sequence[dict[str, Any]], max_chars: int = 4000)
                              for tc in m["tool_calls"])
             role = "assistant→tools"
         lines.append(f"[{role}] {text}")
-    return keep_end("\n".join(lines), max_chars)
+    return keep_end("\n".join(lines), max_chars)[0]

@@ -17,13 +17,15 @@ left out of every figure (``n_dropped``); with ``metrics: corrected`` nothing is
 A figure over no mission is None where the official code prints 0 (it divides by
 n + 1e-5 and prints 8 characters; the figures here are the exact ratios).
 ``metrics: corrected`` keeps these definitions; :data:`DEPARTURES` says, per figure, how
-its missions and verdicts depart from the official ones.
+its missions and verdicts depart from the official ones. :func:`figure_line` and
+:func:`meaning` are what the run's validity checks print (``MMTBEnv.scoring_figures``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from edv_ray.envs.mmtb.data import SPECIAL, GoldNode
 
@@ -106,3 +108,34 @@ def breakdown(results: Sequence[MissionResult]) -> dict[str, float | None]:
         out[f"n_{k}"] = float(len(flags))
     out["n_dropped"] = float(len(results) - len(kept))
     return out
+
+
+def stored_results(detail: dict[str, Any]) -> list[MissionResult]:
+    """The missions of a stored episode's reward details (``reward_json``) as results."""
+    return [MissionResult(m["kind"], m["structure"], m["correct"], m["optimal"],
+                          m.get("recorded", True)) for m in detail.get("missions", [])]
+
+
+_SHOWN = (("overall", "all"), ("single", "单"), ("multi", "多"), ("chat", "拒"),
+          ("clarify", "反"), ("parallel", "A^P"), ("serial", "A^S"),
+          ("serial_parallel", "A^{S+P}"), ("optimal_path", "optimal path"))
+
+
+def figure_line(mode: str, f: dict) -> str:
+    """The nine figures of a :func:`breakdown` in one line ("-" for a figure over no
+    mission)."""
+    shown = ", ".join(f"{label} {'-' if f[k] is None else format(f[k], '.3f')}"
+                      for k, label in _SHOWN)
+    return f"{mode}: {shown}; {int(f['n_overall'])} missions, {int(f['n_dropped'])} dropped"
+
+
+def meaning(mode: str) -> str:
+    """What the figures mean in this mode: the official definitions, or per figure how
+    ``corrected`` departs from them."""
+    if mode == "official":
+        return ("the official analysis: A^P / A^S / A^{S+P} over every mission of that "
+                "answer structure, whatever its type; optimal path = correct and optimal / "
+                "every parallel and serial+parallel mission; missions after an official crash "
+                "left out; stage 1 'error' where the argument check raised")
+    return "corrected departs: " + "; ".join(
+        f"{label}: {DEPARTURES[k]}" for k, label in _SHOWN) + f"; {STAGE1_DEPARTURE}"

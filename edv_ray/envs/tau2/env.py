@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
+from edv_ray.envs.protocol import BenchmarkFigures, EpisodeOutcome, ExperienceFn
 from edv_ray.envs.tau2 import tasks as T
 from edv_ray.prompts.budget import elide_middle
 
@@ -102,6 +102,14 @@ class Tau2Env:
             spec.domain, task, agent_binding=agent_binding, strategy=spec.prompt_strategy,
             experience_fn=experiences, user_binding=user_binding, solo=spec.solo,
             max_steps=spec.max_steps, max_errors=spec.max_errors, seed=spec.seed)
+
+    def scoring_figures(self, bench, details: list[dict[str, Any]]) -> BenchmarkFigures | None:
+        return None  # τ²-bench's figure is the reward: Pass@1 in every table
+
+    def simulated_player(self):
+        from edv_ray.envs.tau2.sim_player import PLAYER
+
+        return PLAYER
 
 
 ENV = Tau2Env()

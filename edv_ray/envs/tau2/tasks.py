@@ -23,32 +23,18 @@ def _load(domain: str, split: str | None):
     return tuple(load_tasks(task_set_name=domain, task_split_name=split))
 
 
-def load_domain_tasks(domain: str, split: str, task_ids: list[str] | None = None,
-                      num_tasks: int | None = None) -> list:
-    """Tasks of one domain and split, optionally filtered by ids and capped."""
-    tasks = list(_load(domain, None if split == "all" else split))
-    if task_ids:
-        wanted = set(task_ids)
-        tasks = [t for t in tasks if t.id in wanted]
-        missing = wanted - {t.id for t in tasks}
-        if missing and len(missing) == len(wanted):
-            raise ConfigError(f"none of task_ids {sorted(missing)[:5]} is in {domain}/{split}")
-    if num_tasks is not None:
-        tasks = tasks[:num_tasks]
-    if not tasks:
-        raise ConfigError(f"no τ²-bench tasks selected in {domain}/{split}")
-    return tasks
+def load_domain_tasks(domain: str, split: str) -> list:
+    """Every task of one domain and split (``all``: every split), in split order."""
+    return list(_load(domain, None if split == "all" else split))
 
 
 def select_tasks(bench: BenchmarkConfig) -> dict[str, list]:
-    """domain → tasks; ids that appear in no selected domain are a config error."""
-    out = {d: load_domain_tasks(d, bench.split, bench.task_ids) for d in bench.domains}
-    if bench.task_ids:  # before num_tasks: an id the cap leaves out is not "not found"
-        found = {t.id for ts in out.values() for t in ts}
-        missing = sorted(set(bench.task_ids) - found)
-        if missing:
-            raise ConfigError(f"task_ids not found in {bench.domains}/{bench.split}: {missing[:10]}")
-    return {d: ts[:bench.num_tasks] if bench.num_tasks is not None else ts for d, ts in out.items()}
+    """domain → tasks, by the one selection rule (:func:`edv_ray.envs.selection.pick_tasks`)."""
+    from edv_ray.envs.selection import pick_tasks
+
+    return pick_tasks({d: load_domain_tasks(d, bench.split) for d in bench.domains},
+                  lambda t: t.id, bench.task_ids, bench.num_tasks,
+                  f"τ²-bench split {bench.split!r}")
 
 
 def has_ticket(task) -> bool:

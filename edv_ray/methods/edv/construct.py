@@ -1,7 +1,7 @@
 """Stage 1 — experience construction, one epoch at a time (driver side).
 
 Execute (group episodes on Ray) → Distill (one job per task) → Verify (one job per task)
-→ route + write memory. Each step skips what is already on disk, so a run killed at
+→ admit + write memory. Each step skips what is already on disk, so a run killed at
 any point continues with ``edv run --resume`` without losing or doubling anything:
 episodes resume by episode id, stage jobs by their marker files, memory items by their
 deterministic ids (``MemoryBank.add`` is idempotent).
@@ -18,7 +18,7 @@ from edv_ray.methods.edv.instance import EDV, Instance
 from edv_ray.methods.edv.jobs import StageJob, Voter
 from edv_ray.methods.edv.plan import draw_roles, poison_candidates
 from edv_ray.methods.edv.retrieval import construction_memory
-from edv_ray.methods.edv.stages import route
+from edv_ray.methods.edv.stages import admit
 from edv_ray.memory import MemoryBank, MemoryItem
 from edv_ray.memory.records import Vote
 from edv_ray.methods import steps
@@ -103,7 +103,8 @@ def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str, me:
 
 def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
                   inst: Instance = EDV) -> list[dict[str, Any]]:
-    """Route every verified candidate and write the banks (idempotent), then the decisions."""
+    """Admit every verified candidate to its bank(s) and write the banks (idempotent), then
+    the decisions."""
     decisions, items, me = [], [], inst.name
     for (domain, task_id), r in sorted(roles.items()):
         name = R.task_file(task_id, domain)
@@ -116,7 +117,7 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
             votes[v["candidate_id"]].append(v)
         for c in cands:
             cv = votes.get(c["candidate_id"], [])
-            dest, approvers = route({v["verifier"]: bool(v["approve"]) for v in cv})
+            dest, approvers = admit({v["verifier"]: bool(v["approve"]) for v in cv})
             new = []
             if dest != "discard" and (not c["is_poison"] or e.poison_to_memory):
                 owners = [None] if dest == "shared" else approvers

@@ -6,6 +6,7 @@ Columns: :data:`edv_ray.report.wandb_tables.EXPERIENCE_COLUMNS` less the retriev
 
 from __future__ import annotations
 
+from edv_ray.memory.records import lesson_text_sql
 from edv_ray.methods.edv.instance import instance
 
 _VOTE = """verifier || ' (' || coalesce(verifier_type, '?') || '): '
@@ -37,8 +38,7 @@ SELECT '{{method}}' AS method, NULL AS item_id, 'discarded' AS admitted, NULL AS
        NULL AS owner, c.is_poison, c.domain, c.epoch, c.distiller, [c.task_id] AS source_task_ids,
        c.supporting_episode_ids AS source_episode_ids,
        c.rejected_episode_ids AS contrasted_episode_ids, c.title,
-       '### ' || c.title || chr(10) || 'When to use: ' || c.when_to_use || chr(10)
-           || 'Rule: ' || c.rule AS text,
+       {lesson_text_sql("c")} AS text,
        v.votes, v.approvals, v.rejections, c.candidate_id, NULL AS host_item_id
 FROM {{candidates}} c JOIN {{decisions}} d USING (candidate_id) LEFT JOIN v USING (candidate_id)
 WHERE d.route = 'discard'

@@ -52,16 +52,13 @@ def run(ctx, e: EDVConfig, inst: Instance = EDV) -> None:
 
 def _from_source(ctx, e: EDVConfig, test, inst: Instance = EDV) -> None:
     """``memory_from``: the source run's final bank and the Ability Matrix it routed with."""
+    from edv_ray.methods import ability_matrix
     from edv_ray.methods import contamination as C
-    from edv_ray.results.parquet_io import read_rows
 
     C.copy_source(ctx.cfg.memory_from, inst.memory_rel, inst.memory_dir(ctx.run_dir))
     banks.freeze(inst.memory_dir(ctx.run_dir), banks.snapshot_dir(ctx.run_dir, 0, inst),
                  e.dedup_threshold)
-    src = Path(ctx.cfg.memory_from) / "routing_matrix" / f"method={inst.name}"
-    epochs = sorted(src.glob("epoch=*/part.parquet"),
-                    key=lambda p: int(p.parent.name.removeprefix("epoch=")))
-    matrix = epochs[-1] if epochs and read_rows(epochs[-1]) else None
+    matrix = ability_matrix.stored_matrix(ctx.cfg.memory_from, inst.name)
     if matrix is None and e.routing == "ability_matrix":
         ctx.console.print(f"[yellow]memory_from {escape(str(ctx.cfg.memory_from))}: it stored no {inst.name} "
                           "Ability Matrix; routing falls back to the prior[/]")
@@ -71,11 +68,11 @@ def _from_source(ctx, e: EDVConfig, test, inst: Instance = EDV) -> None:
 
 def infer(ctx, e: EDVConfig, epoch: int, test: dict[str, list],
           matrix_from: Path | None = None, inst: Instance = EDV) -> dict:
-    """Stage 2 on snapshot ``epoch``: route, retrieve, run. Returns the solvers."""
+    """Stage 2 on snapshot ``epoch``: select solvers, retrieve, run. Returns the solvers."""
     fixed = e.fixed_solver if e.routing == "fixed" else None
-    solvers = steps.route_tasks(ctx, method=inst.name, epoch=epoch, tasks=test, fixed=fixed,
-                                matrix_from=matrix_from,
-                                random_seed=ctx.cfg.seed if e.routing == "random" else None)
+    solvers = steps.select_solvers(ctx, method=inst.name, epoch=epoch, tasks=test, fixed=fixed,
+                                   matrix_from=matrix_from,
+                                   random_seed=ctx.cfg.seed if e.routing == "random" else None)
     frozen = banks.snapshot_dir(ctx.run_dir, epoch, inst)
     steps.solve(ctx, stage=INFER_STAGE, method=inst.name, epoch=epoch, tasks=test,
                 solvers=solvers, memory=memory_fn(ctx, e, frozen, banks.version_of(frozen), inst))

@@ -10,6 +10,7 @@ from edv_ray.methods.edv.method import add_views, run
 from edv_ray.methods.contamination import twin_stage
 from edv_ray.methods.edv.experiences import experience_sql, report_tables
 from edv_ray.methods.edv.validity import CHECKS, audit_items
+from edv_ray.methods.edv.viewer import MEMORY_VIEW
 from edv_ray.methods.registry import (AUDIT, CONSTRUCTION, CONTAMINATION, INFERENCE, PICK, Method,
                                      episode_results, register)
 
@@ -33,7 +34,7 @@ def _method(inst: Instance, config_cls: type[EDVConfig], summary: str) -> Method
         scoring=PICK, report_order=_ORDER[name], validity_checks=CHECKS,
         audit_items=audit_items, experience_sql=experience_sql, report_tables=report_tables(name),
         votes_view=inst.view("votes"),
-        judging_roles=("distiller", "verifier"), summary=summary)
+        judging_roles=("distiller", "verifier"), memory_view=MEMORY_VIEW, summary=summary)
 
 
 register(_method(EDV, EDVConfig, "Execute–Distill–Verify with shared/private banks and "

@@ -6,7 +6,8 @@ hive-partitioned by epoch; one file per task):
   distill_runs/epoch=E/<task>.parquet   one row per task: status, attempts (the marker)
   votes/epoch=E/<task>.parquet          one row per (candidate, verifier)
   verify_runs/epoch=E/<task>.parquet    one row per task (the marker)
-  decisions/epoch=E/part.parquet        routing of every candidate (shared/private/discard)
+  decisions/epoch=E/part.parquet        where each candidate was admitted (column ``route``:
+                                        shared / private / discard)
 A stage's marker file is written last, atomically: present = the stage finished.
 When an epoch's steps end, each per-task folder is merged into segments
 (``results.task_tables``); read them through :func:`task_rows` / :func:`task_done`, which
@@ -19,28 +20,22 @@ import hashlib
 from pathlib import Path
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from edv_ray.memory.records import Experience
 from edv_ray.results.store import task_file  # noqa: F401 - stage tables name files by task
 
 
-class DistilledExperience(BaseModel):
-    """The strict schema a distiller must answer with (one lesson)."""
+MAX_TAGS = 8  # a distilled lesson's tags (the distill prompts state it)
 
-    model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=3, max_length=200)
-    when_to_use: str = Field(min_length=3, max_length=600)
-    rule: str = Field(min_length=8, max_length=1200)
-    tags: list[str] = Field(default_factory=list, max_length=8)
+class DistilledExperience(Experience):
+    """The strict schema a distiller must answer with: one lesson (the bounds of
+    :class:`~edv_ray.memory.records.Lesson`), at most :data:`MAX_TAGS` tags, the runs cited as
+    evidence."""
+
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
     evidence: list[str] = Field(default_factory=list)
-
-    @field_validator("title", "when_to_use", "rule")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("blank")
-        return v.strip()
 
 
 class DistillAnswer(BaseModel):

@@ -1,4 +1,4 @@
-"""Distill, Verify and routing: pure functions over plain records.
+"""Distill, Verify and admission to a bank: pure functions over plain records.
 
 A *caller* is ``(messages, json_schema) -> str`` (the model's raw text); the runtime
 binds it to the one LLM client. Malformed output is retried, then rejected: Distill
@@ -13,7 +13,9 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from edv_ray.memory.records import lesson_bounds_text
 from edv_ray.methods.edv.records import (
+    MAX_TAGS,
     DistillAnswer,
     DistilledExperience,
     TrajectoryView,
@@ -56,7 +58,7 @@ def distill_prompt(n_runs: int, sees_reward: bool) -> str:
     """The distill prompt for ``n_runs`` runs: several runs are compared, a single run is
     examined on its own (there is nothing to compare it with)."""
     kind = "graded" if sees_reward else "blind"
-    return f"distill_single_{kind}.v1" if n_runs == 1 else f"distill_{kind}.v3"
+    return f"distill_single_{kind}.v2" if n_runs == 1 else f"distill_{kind}.v4"
 
 
 def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Caller, *,
@@ -71,7 +73,8 @@ def distill(task: str, policy: str, trajectories: list[TrajectoryView], call: Ca
         blocks = "\n".join(run_block(t, tx, sees_reward) for t, tx in zip(trajectories, transcripts))
         return render_prompt("methods/edv", name, task=fence(task), policy=policy,
                              trajectories=blocks, task_noun=task_noun,
-                             max_candidates=max_candidates)
+                             max_candidates=max_candidates, lesson_bounds=lesson_bounds_text(),
+                             max_tags=MAX_TAGS)
 
     prompt = fit(render, [t.transcript for t in trajectories])
     labels = {t.label for t in trajectories}
@@ -134,9 +137,10 @@ def vote(task: str, policy: str, context: list[TrajectoryView], title: str, when
     return VoteResult(False, False, last, outcomes_shown(prompt))
 
 
-def route(approvals: dict[str, bool]) -> tuple[str, list[str]]:
-    """Default-reject routing: all approve → shared; some → private (approvers); none —
-    or no vote at all — → discard. (verify_by=none records an explicit approving vote.)"""
+def admit(approvals: dict[str, bool]) -> tuple[str, list[str]]:
+    """Default-reject admission of one candidate, from its votes: (destination, approvers).
+    All approve → the shared bank; some → the approvers' private banks; none — or no vote
+    at all — → discard. (verify_by=none records an explicit approving vote.)"""
     approvers = sorted(v for v, ok in approvals.items() if ok)
     if not approvals:
         return "discard", []

@@ -5,7 +5,7 @@
                       the runs' grades?): approve rate, unparseable rate, and
                       P(approve | every supporting trajectory failed) — the
                       self-confirmation trap, measured
-  poison_admission    known-wrong candidates: share routed to shared / private / discard
+  poison_admission    known-wrong candidates: share admitted to shared / private / discard
   pass_by_epoch       Pass@1 of the inference stage per epoch (errors count as failures)
   retrieval_use       inference episodes that used shared / private memory, and their Pass@1
 

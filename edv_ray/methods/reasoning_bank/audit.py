@@ -44,7 +44,7 @@ SELECT '{method}' AS method, entry_id || ':' || idx AS item_id, 'rb:' || agent A
        'rb' AS bank, agent AS owner, false AS is_poison, domain, epoch, agent AS distiller,
        [task_id] AS source_task_ids, episode_ids AS source_episode_ids,
        []::VARCHAR[] AS contrasted_episode_ids, it.title,
-       '### ' || it.title || chr(10) || it.description || chr(10) || it.content AS text,
+       {item_text} AS text,
        array_to_string(judged, '; ') AS votes, NULL AS approvals, NULL AS rejections,
        NULL AS candidate_id, NULL AS host_item_id
 FROM i
@@ -52,4 +52,6 @@ FROM i
 
 
 def experience_sql(have: set[str], name: str) -> str | None:
-    return _RB.replace("{method}", name) if "rb_entries" in have else None
+    from edv_ray.methods.reasoning_bank.store import ITEM_TEXT_SQL
+
+    return _RB.replace("{method}", name).replace("{item_text}", ITEM_TEXT_SQL) if "rb_entries" in have else None

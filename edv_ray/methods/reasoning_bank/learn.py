@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from edv_ray.memory.records import LessonRule, LessonTitle, LessonWhenToUse, lesson_bounds_text
 from edv_ray.methods.jobbase import JobBase
 from edv_ray.methods.reasoning_bank.store import (
     ENTRY_SCHEMA,
@@ -37,15 +38,18 @@ class RBJudgeAnswer(BaseModel):
 
 
 class RBItem(BaseModel):
+    """A ReasoningBank memory item: a lesson under the paper's names (description: when
+    to use it, content: the rule), with the lesson's bounds; one-sentence description."""
+
     model_config = ConfigDict(extra="forbid")
-    title: str = Field(min_length=3, max_length=200)
-    description: str = Field(min_length=3, max_length=600)
-    content: str = Field(min_length=8, max_length=2000)
+    title: LessonTitle
+    description: LessonWhenToUse
+    content: LessonRule
 
     @field_validator("description")
     @classmethod
     def _one_sentence(cls, v: str) -> str:
-        if "\n" in v.strip() or _NEXT_SENTENCE.search(v.strip()):
+        if "\n" in v or _NEXT_SENTENCE.search(v):
             raise ValueError("the description must be one sentence")
         return v
 
@@ -112,7 +116,9 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
     def prompt_for(binding, name: str, parts: list[str], block) -> str:
         def render(ps: list[str]) -> str:
             return render_prompt(PKG, name, task_noun=env.task_noun, task=fence(observed),
-                                 policy=policy, max_items=job.max_items, **block(ps))
+                                 policy=policy, max_items=job.max_items,
+                                 lesson_bounds=lesson_bounds_text("title", "description", "content"),
+                                 **block(ps))
         return budget(binding, who)(render, parts)
 
     judgments = []
@@ -131,7 +137,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
             block = lambda ps: {"attempts": "\n".join(  # noqa: E731
                 f'<attempt label="A{i}" judged="{labels[i - 1] or "unknown"}">\n{fence(x)}\n</attempt>'
                 for i, x in enumerate(ps, 1))}
-            p = prompt_for(extract_b, "rb_extract_contrast.v1", txs, block)
+            p = prompt_for(extract_b, "rb_extract_contrast.v2", txs, block)
             got, _n, error = ask_json(call(extract_b, "extractor"), p, RBItems, job.retries)
             items = got.items[:job.max_items] if got else []
             sources = [None] * len(items)  # drawn from all the rollouts
@@ -148,7 +154,7 @@ def run_learn_job(job_json: str, client) -> dict[str, Any]:
             for r, tx, label in zip(rows, txs, labels):
                 if label is None:
                     continue
-                name = "rb_extract_success.v1" if label == "success" else "rb_extract_failure.v1"
+                name = "rb_extract_success.v2" if label == "success" else "rb_extract_failure.v2"
                 p = prompt_for(extract_b, name, [tx], lambda ps: {"trajectory": fence(ps[0])})
                 got, _n, err = ask_json(call(extract_b, "extractor"), p, RBItems, job.retries)
                 kept = got.items[:job.max_items] if got else []

@@ -9,6 +9,7 @@ from edv_ray.methods.reasoning_bank.audit import audit_items, experience_sql
 from edv_ray.methods.reasoning_bank.config import (EXECUTE, INFER, LEARN, NAME, STREAM,
                                                    STREAM_MATTS, ReasoningBankConfig)
 from edv_ray.methods.reasoning_bank.method import run
+from edv_ray.methods.reasoning_bank.viewer import MEMORY_VIEW
 from edv_ray.methods.registry import (CONSTRUCTION, CONTAMINATION, INFERENCE, PER_AGENT, Method,
                                       episode_results, register)
 
@@ -68,4 +69,5 @@ register(Method(
     experience_sql=experience_sql,
     report_tables=(("rb_judge_audit", "ReasoningBank: self-judge labels vs true rewards",
                     "SELECT * FROM rb_judge_audit", ""),),
-    judging_roles=("self_judge",), summary="per-model self-judged memory (ReasoningBank)"))
+    judging_roles=("self_judge",), memory_view=MEMORY_VIEW,
+    summary="per-model self-judged memory (ReasoningBank)"))

@@ -69,6 +69,10 @@ def render_item(item: dict) -> str:
     return f"### {item['title']}\n{item['description']}\n{item['content']}"
 
 
+#: DuckDB SQL for :func:`render_item` over an unnested item struct ``it``
+ITEM_TEXT_SQL = "'### ' || it.title || chr(10) || it.description || chr(10) || it.content"
+
+
 def injected_items(items: list[dict]) -> list[str]:
     """The items as the acting agent reads them (numbered 1.. in its memory block), the
     last one followed once by the request to say at each step whether each item was used

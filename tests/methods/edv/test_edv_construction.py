@@ -61,6 +61,7 @@ def run(cfg_dict):
     return run_dir
 
 
+@pytest.mark.slow
 def test_routing_dedup_retrieval_and_audit(server, tmp_path):
     server.agent_modes["bad"] = "nothing"  # a success and a failure in every group
     server.add_script("distiller", distiller_script(lambda t: [
@@ -107,6 +108,7 @@ def test_routing_dedup_retrieval_and_audit(server, tmp_path):
     assert phases == {"construction": 18, "audit": 6}
 
 
+@pytest.mark.slow
 def test_leave_one_task_out_guard(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", distiller_script(lambda t: [("u", f"UNANIMOUS: {DISTINCT[t]}.")]))
@@ -120,6 +122,7 @@ def test_leave_one_task_out_guard(server, tmp_path):
     assert all(DISTINCT[t] in " ".join(exps) for t in TRAIN if t != "update_task_1")
 
 
+@pytest.mark.slow
 def test_malformed_distill_and_votes_never_reach_memory(server, tmp_path):
     server.agent_modes["bad"] = "nothing"
     server.add_script("distiller", lambda req, tag: {"role": "assistant", "content": "Sure! Here are lessons"})
@@ -135,6 +138,7 @@ def test_malformed_distill_and_votes_never_reach_memory(server, tmp_path):
     assert len(MemoryBank.load(run_dir / "memory")) == 0
 
 
+@pytest.mark.slow
 def test_no_contrast_no_distillation(server, tmp_path):
     server.add_script("distiller", distiller_script(lambda t: [("u", "UNANIMOUS: x y z w.")]))
     run_dir = run(edv_config(server, tmp_path, poison_per_task=0))  # both executors succeed

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -66,6 +67,7 @@ def _kill_when(predicate, action, timeout=120):
     return t
 
 
+@pytest.mark.slow
 def test_resume_after_a_killed_worker(server, tmp_path):
     _script(server)
     server.delay_s = 0.3
@@ -93,6 +95,7 @@ def test_resume_after_a_killed_worker(server, tmp_path):
     _assert_complete(run_dir)
 
 
+@pytest.mark.slow
 def test_resume_after_a_killed_driver(server, tmp_path):
     _script(server)
     server.delay_s = 0.2
