@@ -1,9 +1,13 @@
 """Running a planted world through the whole framework (``edv run``'s own pipeline: the
 simulated engine started as a supervised server, Ray workers, Parquet), reusing a run
-folder the suite already finished for exactly the same config."""
+folder the suite already finished for exactly the same config *and the same code*: a
+finished world is keyed on its config and on :func:`code_digest` (every file of the
+``edv_ray`` package that can change what a run does — its modules, prompts, templates and
+data — not its READMEs), so a changed engine, method or prompt runs the world again."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -13,11 +17,29 @@ from rich.console import Console
 
 from edv_ray.validation.worlds import World
 
-MARK = "validation.json"  # written by the suite beside a finished run: the config's digest
+MARK = "validation.json"  # written by the suite beside a finished run: config + code digest
+PACKAGE = Path(__file__).resolve().parent.parent  # the edv_ray package
+DOCS = ("README.md", "ARCHITECTURE.md")  # change no run
 
 
-def digest(world: World) -> str:
-    return hashlib.sha1(json.dumps(world.config, sort_keys=True).encode()).hexdigest()[:16]
+@functools.lru_cache(maxsize=None)
+def code_digest(root: Path = PACKAGE) -> str:
+    """A digest of every file under ``root`` (paths and bytes) but bytecode and docs."""
+    h = hashlib.sha1()
+    for path in sorted(root.rglob("*")):
+        if (not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc"
+                or path.name in DOCS):
+            continue
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def digest(world: World, code: str | None = None) -> str:
+    """What a finished run of ``world`` must match to be reused: its config and the code
+    (``code``: a tree's :func:`code_digest`; default this package's)."""
+    key = json.dumps({"config": world.config, "code": code or code_digest()}, sort_keys=True)
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
 def run_dir_of(world: World) -> Path:

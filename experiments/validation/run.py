@@ -7,7 +7,7 @@ what it measured set against what was planted (computed apart from it).
 
 Prints one table — check, planted value, measured value with its interval, verdict —
 and writes it to OUT/results.md and OUT/results.json. Finished runs of an unchanged
-world are reused (--no-reuse runs everything again). Exit code 1 when a check fails.
+world under unchanged code (config and ``edv_ray`` files digested) are reused (--no-reuse runs everything again). Exit code 1 when a check fails.
 """
 
 from __future__ import annotations
