@@ -151,6 +151,20 @@ def bank_detail(run: Run, ex: Expect, ds: list[str], e: dict) -> str:
     return "; ".join(parts)
 
 
+def admission_rows(run: Run, ex: Expect, e: dict) -> list[Row]:
+    """Where EDV's candidates went (the decisions, not the votes), against the profile's
+    closed form: all executors approve → shared, none → discard, some → private. Moves
+    when votes are ignored, unanimity is relaxed, or the banks are swapped."""
+    ds = domains(run)
+    got = run.rows("SELECT domain, task_id, route FROM decisions WHERE NOT coalesce(is_poison, false)")
+    planted = {d: ex.edv_bank(d, e)["p_admitted"] for d in ds}
+    cells = [(f"{d} {where}", planted[d][where],
+              clustered_fn(((dd, t), int(r == where), 1) for dd, t, r in got if dd == d))
+             for d in ds for where in ("shared", "discard")]
+    return [cells_row("2f EDV admission: P(shared), P(discard) per candidate", cells,
+                      f"{len(got)} candidates; planted from the writer and verifier profile only")]
+
+
 # ---------------------------------------------------------------- 4: contamination
 
 def contamination_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:

@@ -121,13 +121,15 @@ class Expect:
 
     def edv_bank(self, ttype: str, e: dict, with_p=None) -> dict:
         """Expected items per training task written to the shared bank (right / wrong),
-        and the audit's P(approve | every supporting run failed) and its vote weight.
+        the audit's P(approve | every supporting run failed) and its vote weight, and where
+        a candidate goes (``p_admitted``: shared / private / discard, per candidate).
         ``with_p(agent)``: the acting probability (default: no memory)."""
         if e.get("verify_by", "executors") != "executors" or not e.get("distiller_sees_reward", True):
             raise NotImplementedError("expectations cover executor verifiers and a distiller "
                                       "that sees the rewards (the validation worlds)")
         with_p = with_p or (lambda a: self.p(a, ttype))
         right = wrong = fail_votes = fail_approvals = 0.0
+        admitted = {"shared": 0.0, "private": 0.0, "discard": 0.0}  # candidates by destination
         for group, outs, dists, w in self.edv_groups(e):
             prob = w * np.prod([with_p(a) if s else 1 - with_p(a) for a, s in zip(group, outs)])
             contrast = any(outs) and not all(outs)
@@ -142,11 +144,19 @@ class Expect:
                                        own_lesson=v == d) for v, s in zip(group, outs)]
                 right += pw * n * pc * np.prod(ac)
                 wrong += pw * n * (1 - pc) * np.prod(aw)
+                # admission (default reject): all approve → shared, none → discard
+                every = pc * np.prod(ac) + (1 - pc) * np.prod(aw)
+                none = pc * np.prod([1 - a for a in ac]) + (1 - pc) * np.prod([1 - a for a in aw])
+                for where, share in (("shared", every), ("discard", none),
+                                     ("private", 1 - every - none)):
+                    admitted[where] += pw * n * share
                 if not any(outs):  # the audit's P(approve | every supporting run failed)
                     fail_votes += pw * n * len(group)
                     fail_approvals += pw * n * sum(pc * a + (1 - pc) * b for a, b in zip(ac, aw))
+        cands = sum(admitted.values())
         return {"right": right, "wrong": wrong, "q": right / (right + wrong) if right + wrong else 0.0,
-                "p_approve_all_failed": fail_approvals / fail_votes if fail_votes else None}
+                "p_approve_all_failed": fail_approvals / fail_votes if fail_votes else None,
+                "p_admitted": {k: v / cands if cands else 0.0 for k, v in admitted.items()}}
 
     def edv_inference(self, ttype: str, e: dict) -> float:
         """EDV after one epoch: the planted best solver with ``k`` shared items of the

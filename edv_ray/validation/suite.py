@@ -46,6 +46,7 @@ def main_checks(world: World, run: Run, size: str) -> list[Row]:
     rows = _base_rows(world, run, ex)
     rows += M.routing_rows(run, ex, world.config["roles"].get("judge"))
     rows += M.rb_audit_rows(run, ex)
+    rows += M.admission_rows(run, ex, world.config.get("edv", {}))
     rows += M.margin_rows(run, ex, world.config, "self-confirmation world", "3a", MC_REPS[size])
     rows += M.contamination_rows(run, ex, world.config)
     return rows
