@@ -153,16 +153,26 @@ def bank_detail(run: Run, ex: Expect, ds: list[str], e: dict) -> str:
 
 def admission_rows(run: Run, ex: Expect, e: dict) -> list[Row]:
     """Where EDV's candidates went (the decisions, not the votes), against the profile's
-    closed form: all executors approve → shared, none → discard, some → private. Moves
-    when votes are ignored, unanimity is relaxed, or the banks are swapped."""
+    closed form: all executors approve → shared, none → discard, some → private. One cell
+    over every domain (its planted value weighted by the candidates each domain's training
+    tasks are expected to give — design and profile only), so it has the power to see
+    ignored votes, a relaxed unanimity or swapped banks."""
     ds = domains(run)
+    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
+                            "GROUP BY 1"))
+    bank = {d: ex.edv_bank(d, e) for d in ds}
+    weight = {d: n_train.get(d, 0) * bank[d]["candidates"] for d in ds}
+    total = sum(weight.values()) or 1.0
+    planted = {w: sum(weight[d] * bank[d]["p_admitted"][w] for d in ds) / total
+               for w in ("shared", "private", "discard")}
     got = run.rows("SELECT domain, task_id, route FROM decisions WHERE NOT coalesce(is_poison, false)")
-    planted = {d: ex.edv_bank(d, e)["p_admitted"] for d in ds}
-    cells = [(f"{d} {where}", planted[d][where],
-              clustered_fn(((dd, t), int(r == where), 1) for dd, t, r in got if dd == d))
-             for d in ds for where in ("shared", "discard")]
-    return [cells_row("2f EDV admission: P(shared), P(discard) per candidate", cells,
-                      f"{len(got)} candidates; planted from the writer and verifier profile only")]
+    discard = sum(r == "discard" for *_k, r in got) / max(1, len(got))
+    cells = [(where, planted[where], clustered_fn(((d, t), int(r == where), 1) for d, t, r in got))
+             for where in ("shared", "private")]
+    return [cells_row("2f EDV admission: where a candidate goes (shared, private)", cells,
+                      f"{len(got)} candidates, clustered by task; planted from the writer and "
+                      f"verifier profile only; discard planted {planted['discard']:.3f}, "
+                      f"measured {discard:.3f}")]
 
 
 # ---------------------------------------------------------------- 4: contamination

@@ -122,7 +122,8 @@ class Expect:
     def edv_bank(self, ttype: str, e: dict, with_p=None) -> dict:
         """Expected items per training task written to the shared bank (right / wrong),
         the audit's P(approve | every supporting run failed) and its vote weight, and where
-        a candidate goes (``p_admitted``: shared / private / discard, per candidate).
+        a candidate goes (``p_admitted``: shared / private / discard, per candidate, over
+        ``candidates`` expected per training task).
         ``with_p(agent)``: the acting probability (default: no memory)."""
         if e.get("verify_by", "executors") != "executors" or not e.get("distiller_sees_reward", True):
             raise NotImplementedError("expectations cover executor verifiers and a distiller "
@@ -156,7 +157,8 @@ class Expect:
         cands = sum(admitted.values())
         return {"right": right, "wrong": wrong, "q": right / (right + wrong) if right + wrong else 0.0,
                 "p_approve_all_failed": fail_approvals / fail_votes if fail_votes else None,
-                "p_admitted": {k: v / cands if cands else 0.0 for k, v in admitted.items()}}
+                "p_admitted": {k: v / cands if cands else 0.0 for k, v in admitted.items()},
+                "candidates": cands}
 
     def edv_inference(self, ttype: str, e: dict) -> float:
         """EDV after one epoch: the planted best solver with ``k`` shared items of the

@@ -3,7 +3,9 @@ simulated engine started as a supervised server, Ray workers, Parquet), reusing 
 folder the suite already finished for exactly the same config *and the same code*: a
 finished world is keyed on its config and on :func:`code_digest` (every file of the
 ``edv_ray`` package that can change what a run does — its modules, prompts, templates and
-data — not its READMEs), so a changed engine, method or prompt runs the world again."""
+data — not its READMEs, nor ``validation/`` itself, whose checks read a run and whose
+worlds are digested as configs), so a changed engine, method or prompt runs the world
+again and a changed check does not."""
 
 from __future__ import annotations
 
@@ -20,17 +22,20 @@ from edv_ray.validation.worlds import World
 MARK = "validation.json"  # written by the suite beside a finished run: config + code digest
 PACKAGE = Path(__file__).resolve().parent.parent  # the edv_ray package
 DOCS = ("README.md", "ARCHITECTURE.md")  # change no run
+CHECKS = "validation"  # the suite's own package: it reads runs (worlds: digested as configs)
 
 
 @functools.lru_cache(maxsize=None)
 def code_digest(root: Path = PACKAGE) -> str:
-    """A digest of every file under ``root`` (paths and bytes) but bytecode and docs."""
+    """A digest of every file under ``root`` (paths and bytes) but bytecode, docs and the
+    suite's own package."""
     h = hashlib.sha1()
     for path in sorted(root.rglob("*")):
-        if (not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc"
-                or path.name in DOCS):
+        rel = path.relative_to(root)
+        if (not path.is_file() or "__pycache__" in rel.parts or path.suffix == ".pyc"
+                or path.name in DOCS or rel.parts[0] == CHECKS):
             continue
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(rel.as_posix().encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 

@@ -15,11 +15,13 @@ def _copy(tmp_path: Path) -> Path:
     return root
 
 
-def test_code_digest_moves_with_code_and_prompts_not_docs(tmp_path):
+def test_code_digest_moves_with_code_and_prompts_not_docs_or_checks(tmp_path):
     root = _copy(tmp_path)
     base = code_digest(root)
     (root / "README.md").write_text("a changed README changes no run\n")
     (root / "memory" / "README.md").write_text("nor does a package's\n")
+    check = root / "validation" / "check_main.py"  # a check reads a run; it changes none
+    check.write_text(check.read_text() + "\n# a changed check\n")
     assert code_digest.__wrapped__(root) == base
     engine = root / "simulation" / "planted.py"
     engine.write_text(engine.read_text() + "\n# a changed engine\n")
