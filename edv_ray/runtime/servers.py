@@ -223,7 +223,8 @@ def _cpu_server_actor(server_cls: type, kwargs: dict):
 def simulated_server_actor(server_id: str, model_name: str, profile: dict,
                            benchmarks: list[dict], log_dir: str | None = None,
                            host: str | None = "127.0.0.1", api_key: str | None = None):
-    """A supervised simulated-engine actor (no model: a threaded HTTP server process)."""
+    """A supervised simulated-engine actor (no model: a threaded HTTP server process);
+    ``host=None``: it listens on its node's address, like the other engines on a cluster."""
     from edv_ray.simulation.server import SimulatedServer
 
     return _cpu_server_actor(SimulatedServer, dict(server_id=server_id, model_name=model_name,

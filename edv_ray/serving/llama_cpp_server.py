@@ -21,6 +21,9 @@ from edv_ray.serving.process_server import ProcessServer
 class LlamaCppServer(ProcessServer):
     engine = "llama_cpp"
     key_env = "API_KEY"
+    # no HTTP probe: the server answers one request at a time, so a probe queued behind a
+    # long generation would time out; liveness (process alive, port accepting) decides
+    health_path = None
 
     def __init__(
         self,
@@ -55,11 +58,6 @@ class LlamaCppServer(ProcessServer):
         for key, value in self.engine_args.items():
             argv += [f"--{key}", str(value)]
         return argv
-
-    def healthy(self) -> bool:
-        """Process alive. Not an HTTP probe: the server answers one request at a time, so a
-        probe queued behind a long generation would time out and get a busy server killed."""
-        return self._proc is not None and self._proc.poll() is None
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)

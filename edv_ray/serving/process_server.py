@@ -1,10 +1,18 @@
-"""An OpenAI-compatible server run as a child process on a free loopback port.
+"""An OpenAI-compatible server run as a child process on a free port of ``host``.
 
 Engine modules (llama.cpp, vLLM) only say which command line starts them; this class
 owns the process: start, wait until ``GET /v1/models`` answers, health, clean stop.
 With ``api_key`` the engine requires that bearer key (given to it in the environment
 variable its engine reads, ``key_env``: never on its command line, in its log or in a file)
 and this class's own probes send it.
+
+Health (:meth:`ProcessServer.probe`, what the supervisor's watchdog reads): ``gone`` when the
+process exited; else an HTTP answer on ``health_path`` decides (200: ``ok``, any other
+status: ``unhealthy``); with no answer within ``probe_timeout_s`` the liveness check does —
+the listening port accepts a TCP connection: ``busy`` (alive, counted as healthy: an engine
+queueing requests under load answers late, and restarting it would lose its work), or it
+refuses: ``unhealthy``. A process that stops calling ``accept`` still passes until its
+listen backlog fills; its callers' timeouts and replica fail-over cover that window.
 The child gets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the process that started
 it, i.e. with its Ray actor, also when the driver or the actor is killed.
 """
@@ -19,10 +27,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
 from edv_ray.serving.protocol import ServerInfo
+
+
+Health = Literal["ok", "busy", "unhealthy", "gone"]
 
 
 class ServerStartError(RuntimeError):
@@ -47,6 +59,9 @@ class ProcessServer:
 
     engine = "process"
     key_env: str | None = None  # the environment variable the engine reads its API key from
+    # the route whose HTTP 200 says the engine serves; None: liveness alone (process, port)
+    health_path: str | None = "/v1/models"
+    probe_timeout_s = 5.0  # an HTTP probe, and the liveness check's TCP connect
 
     def __init__(
         self,
@@ -120,15 +135,31 @@ class ProcessServer:
             pid=self._proc.pid,
         )
 
-    def healthy(self) -> bool:
+    def probe(self) -> Health:
+        """``gone`` / ``ok`` / ``busy`` / ``unhealthy``, as the module docstring says."""
         if self._proc is None or self._proc.poll() is not None:
-            return False
+            return "gone"
+        if self.health_path is not None:
+            try:
+                r = httpx.get(f"http://{self.host}:{self.port}{self.health_path}",
+                              headers=self.auth_headers(), timeout=self.probe_timeout_s)
+                return "ok" if r.status_code == 200 else "unhealthy"
+            except httpx.HTTPError:
+                pass  # no answer: busy, or not listening any more
+        if not self.accepts_connections():
+            return "unhealthy"
+        return "ok" if self.health_path is None else "busy"
+
+    def accepts_connections(self) -> bool:
+        """The liveness check: the engine's port accepts a TCP connection."""
         try:
-            r = httpx.get(f"http://{self.host}:{self.port}/v1/models",
-                          headers=self.auth_headers(), timeout=5.0)
-            return r.status_code == 200
-        except httpx.HTTPError:
+            socket.create_connection((self.host, self.port), timeout=self.probe_timeout_s).close()
+            return True
+        except OSError:
             return False
+
+    def healthy(self) -> bool:
+        return self.probe() in ("ok", "busy")
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -23,7 +23,7 @@ class ServerInfo(BaseModel):
     model_name: str  # the config's model name
     served_name: str  # the name the OpenAI endpoint knows the model by
     base_url: str  # e.g. http://127.0.0.1:41234/v1
-    engine: str  # llama_cpp | vllm
+    engine: str  # llama_cpp | vllm | simulated
     pid: int | None = None
     node_id: str | None = None  # the Ray node it runs on (None outside Ray)
     gpu_ids: list[str] = Field(default_factory=list)  # the GPUs Ray gave its actor
@@ -40,7 +40,8 @@ class ModelServer(Protocol):
         """The address of the running server (raises if not started)."""
 
     def healthy(self) -> bool:
-        """True while the engine process is alive and answers."""
+        """True while the engine process is alive and answers, or is busy (answers late
+        while its port accepts connections)."""
 
     def stop(self) -> None:
         """Stop the engine process (idempotent)."""

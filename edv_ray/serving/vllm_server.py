@@ -8,7 +8,9 @@ Why a watchdog: after vLLM's ``EngineDeadError`` the API process can stay up, so
 ``/v1/models`` still answers while every generation fails, and a Ray actor hosting it
 looks alive. :class:`VLLMServer` therefore judges health by ``/health`` (which checks
 the engine), and :class:`SupervisedServer` — the actor body, engine-agnostic — probes
-it in a background thread and, after ``max_failures`` failed probes in a row (or at
+it in a background thread (``ProcessServer.probe``: a probe unanswered while the port
+still accepts connections is ``busy``, alive — a loaded engine is never restarted for
+answering late) and, after ``max_failures`` failed probes in a row (or at
 once when the engine process is gone), stops the engine and ends its own process with
 ``os._exit``. Ray counts that as an unexpected death and restarts the actor (up to
 ``max_restarts``); the restarted actor starts a fresh engine in ``__init__``. Callers
@@ -31,9 +33,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
-
-import httpx
+from typing import Any
 
 from edv_ray.serving.catalog import (
     CatalogEntry,
@@ -42,20 +42,20 @@ from edv_ray.serving.catalog import (
     vllm_argv,
     vllm_engine_args,
 )
-from edv_ray.serving.process_server import ProcessServer
+from edv_ray.serving.process_server import Health, ProcessServer
 from edv_ray.serving.protocol import ModelServer, ServerInfo
 
 log = logging.getLogger(__name__)
 
-Health = Literal["ok", "unhealthy", "gone"]
 EXIT_CODE_ENGINE_DEAD = 70  # EX_SOFTWARE: any non-zero, unexpected exit makes Ray restart
 
 
 class VLLMServer(ProcessServer):
-    """One vLLM OpenAI-compatible server on a free loopback port."""
+    """One vLLM OpenAI-compatible server on a free port of its host."""
 
     engine = "vllm"
     key_env = "VLLM_API_KEY"  # vLLM's own variable (as --api-key): /v1/* then need the key
+    health_path = "/health"  # checks the engine itself, not only the API process
 
     def __init__(
         self,
@@ -101,19 +101,6 @@ class VLLMServer(ProcessServer):
         env.update(self.extra_env)
         return env
 
-    def probe(self) -> Health:
-        """``gone``: the process exited; ``unhealthy``: ``/health`` fails (engine dead)."""
-        if self._proc is None or self._proc.poll() is not None:
-            return "gone"
-        try:
-            r = httpx.get(f"http://{self.host}:{self.port}/health", timeout=5.0)
-        except httpx.HTTPError:
-            return "unhealthy"
-        return "ok" if r.status_code == 200 else "unhealthy"
-
-    def healthy(self) -> bool:
-        return self.probe() == "ok"
-
 
 def probe_server(server: Any) -> Health:
     """A server's own ``probe()`` if it has one, else ``healthy()`` mapped to ok/unhealthy."""
@@ -124,8 +111,9 @@ def probe_server(server: Any) -> Health:
 
 
 def watchdog_verdict(health: Health, failures_before: int, max_failures: int) -> tuple[int, bool]:
-    """One step of the watchdog: (consecutive failures now, whether to exit)."""
-    if health == "ok":
+    """One step of the watchdog: (consecutive failures now, whether to exit). ``busy`` (no
+    answer, but the port accepts) is alive: it ends a run of failures like ``ok``."""
+    if health in ("ok", "busy"):
         return 0, False
     failures = failures_before + 1
     return failures, health == "gone" or failures >= max_failures

@@ -125,6 +125,7 @@ def test_actor_options_reserve_the_replicas_gpus():
 # ---- watchdog decision ---------------------------------------------------------------
 @pytest.mark.parametrize("health, before, expected", [
     ("ok", 2, (0, False)),
+    ("busy", 2, (0, False)),  # no answer, port accepting: alive, not a failure
     ("unhealthy", 0, (1, False)),
     ("unhealthy", 2, (3, True)),
     ("gone", 0, (1, True)),  # the engine process is gone: no point waiting
