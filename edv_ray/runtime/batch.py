@@ -17,8 +17,10 @@
   twice;
 * an episode still running ``timeout_s + grace`` after it started (a queued one: after
   one of its worker's threads freed up) becomes an error row (the in-worker deadline
-  normally fires first);
-* the progress bar shows done/total, pass rate so far, errors and tokens so far.
+  normally fires first; looked for once a second, among the oldest running only:
+  ``inflight.InFlight``);
+* the progress bar shows done/total, pass rate so far, errors and tokens so far (redrawn
+  at most 4 times a second); the ready results are fetched with one ``ray.get``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
 # COMPACT_EVERY is read here at each fan-out (plan.py reads it here too; tests lower it here)
 from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction
+from edv_ray.runtime.inflight import InFlight
 from edv_ray.runtime.worker_layout import shares, spread_over_nodes, worker_lost  # noqa: F401
 
 TIMEOUT_GRACE_S = 60.0
@@ -214,11 +217,11 @@ class EpisodeRunner:
         import ray
 
         queue = collections.deque(items)
-        inflight: dict[Any, list] = {}  # ref → [item, running since (or queued at), worker]
-        load = [0] * len(self.workers)  # submitted to each worker and not yet back
-        queued: list[collections.deque] = [collections.deque() for _ in self.workers]
+        inflight = InFlight(self.shares, TIMEOUT_GRACE_S,
+                            min((i.timeout_s for i in items), default=0.0))
         begin, first_fill = time.monotonic(), min(len(items), self.concurrency)
         started = done = 0
+        next_timeouts = next_bar = begin  # timeouts read ≤ 1/s, the bar drawn ≤ 4/s
         # a worker whose actor died gets no work until it answers again (Ray restarts it,
         # maybe on another node; meanwhile tasks sent to it fail at once): worker → [probe
         # ref or None, when to probe next]
@@ -232,7 +235,7 @@ class EpisodeRunner:
                 if restarting:
                     self._probe(restarting)
                 while queue:
-                    room = [self.shares[i] + PREFETCH - load[i] for i in range(len(load))]
+                    room = [self.shares[i] + PREFETCH - n for i, n in enumerate(inflight.load)]
                     for i in restarting:
                         room[i] = 0
                     w = room.index(max(room))
@@ -246,40 +249,36 @@ class EpisodeRunner:
                     item = queue.popleft()
                     ref = submit(self.workers[w], item)
                     started += 1
-                    inflight[ref] = [item, time.monotonic(), w]
-                    if load[w] >= self.shares[w]:
-                        queued[w].append(ref)  # waits for one of the worker's threads
-                    load[w] += 1
+                    inflight.add(ref, item, w, time.monotonic())
                 if not inflight:
                     time.sleep(wait_s)
                     continue
-                ready, rest = ray.wait(list(inflight), num_returns=1, timeout=wait_s)
+                ready, rest = ray.wait(inflight.refs(), num_returns=1, timeout=wait_s)
                 if ready and rest:  # and everything else that is done by now
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
-                for ref in ready:
-                    item, _t, w = inflight.pop(ref)
-                    self._freed(ref, w, load, queued, inflight)
-                    try:
-                        result = ray.get(ref)
-                    except Exception as err:  # actor died / task crashed
-                        if worker_lost(err):
+                for ref, outcome in zip(ready, _outcomes(ready)):
+                    item, w, _t0 = inflight.pop(ref, time.monotonic())
+                    if isinstance(outcome, Exception):  # actor died / task crashed
+                        if worker_lost(outcome):
                             restarting.setdefault(w, [None, 0.0])
-                        again = rerun(item, err) if rerun is not None else None
+                        again = rerun(item, outcome) if rerun is not None else None
                         if again is not None:
                             queue.appendleft(again)
                             continue
-                        result = failed(item, f"{type(err).__name__}: {str(err)[:2000]}")
-                    on_result(result)
+                        outcome = failed(item, f"{type(outcome).__name__}: {str(outcome)[:2000]}")
+                    on_result(outcome)
                     done += 1
                 now = time.monotonic()
-                for ref, (item, t0, w) in list(inflight.items()):
-                    if ref not in queued[w] and now - t0 > item.timeout_s + TIMEOUT_GRACE_S:
+                if now >= next_timeouts:
+                    next_timeouts = now + 1.0
+                    for ref, item, t0 in inflight.overdue(now):
                         ray.cancel(ref, force=False)
-                        inflight.pop(ref)
-                        self._freed(ref, w, load, queued, inflight)
+                        inflight.pop(ref, now)
                         on_result(failed(item, f"Timeout: no result after {now - t0:.0f}s"))
                         done += 1
-                bar.update(tid, completed=done, line=line())
+                if now >= next_bar or not (queue or inflight):
+                    next_bar = now + 0.25
+                    bar.update(tid, completed=done, line=line())
 
     def _probe(self, restarting: dict[int, list]) -> None:
         """Ask each restarting worker whether it is back (every 2 s); drop those that are.
@@ -305,18 +304,6 @@ class EpisodeRunner:
                 except Exception:  # noqa: BLE001 - still restarting: ask again later
                     state[:] = [None, now + 2.0]
 
-    @staticmethod
-    def _freed(ref, w: int, load: list[int], queued: list, inflight: dict) -> None:
-        """A result (or a timeout) freed one of worker ``w``'s threads: its oldest queued
-        episode now runs, and its timeout counts from now."""
-        load[w] -= 1
-        if ref in queued[w]:
-            queued[w].remove(ref)
-        elif queued[w]:
-            nxt = queued[w].popleft()
-            if nxt in inflight:
-                inflight[nxt][1] = time.monotonic()
-
     def _rerun(self, spec: EpisodeSpec, err: Exception) -> EpisodeSpec | None:
         """An episode whose worker died (its node left, the process crashed) runs again,
         once, as its next attempt; the lost attempt keeps an error row."""
@@ -339,3 +326,20 @@ class EpisodeRunner:
             ray.kill(w)
         self.workers.clear()
         ray.kill(self._state)
+
+
+def _outcomes(refs: list) -> list:
+    """Each ref's value, or the exception its ``ray.get`` raises: one ``ray.get`` for
+    them all, one by one only when one of them failed."""
+    import ray
+
+    try:
+        return ray.get(refs)
+    except Exception:  # noqa: BLE001 - which one failed, and how, is asked ref by ref
+        out = []
+        for ref in refs:
+            try:
+                out.append(ray.get(ref))
+            except Exception as err:  # noqa: BLE001 - the caller records it
+                out.append(err)
+        return out

@@ -15,7 +15,11 @@ line every ``--log-s`` while it runs; at 10 %, 50 % and 100 % of the episodes, t
 and the slope per 10k episodes over the second half, so growth shows), the DuckDB time
 to open the run folder's views, the slowest view and the whole ``edv report`` after the
 run (its episode stages compacted by the run itself), the files the folder holds, and the
-load of the machine (``/proc/loadavg``) before and after.
+load of the machine (``/proc/loadavg``) before and after, and the driver's CPU ms per
+episode / stage job (``time.process_time`` of the driver process around each fan-out:
+its loop, Ray's client threads in it, compaction), per stage and overall; ``--profile
+FILE`` writes a cProfile of the driver over the run, timed by the process's CPU (all its
+threads' CPU is charged to what the main thread runs meanwhile; ``pstats`` reads it).
 
     .venv/bin/python experiments/bench/scale_simulated.py --tasks 25000 --epochs 2 --workers 1,2,4
     .venv/bin/python experiments/bench/scale_simulated.py --tasks 500 --workers 1   # a quick look
@@ -130,6 +134,51 @@ def episodes_done(run_dir: Path) -> int:
     return n
 
 
+class DriverCpu:
+    """The driver's CPU seconds (``time.process_time``: every thread of this process)
+    spent in each fan-out of :class:`EpisodeRunner` — ``run`` (episodes) and ``run_jobs``
+    (stage jobs) — with the count of items each ran: ``[(label, kind, items, cpu_s)]``."""
+
+    def __init__(self) -> None:
+        from edv_ray.runtime.batch import EpisodeRunner
+
+        self.stages: list[tuple[str, str, int, float]] = []
+        self._cls, self._saved = EpisodeRunner, (EpisodeRunner.run, EpisodeRunner.run_jobs)
+        EpisodeRunner.run = self._timed(EpisodeRunner.run, "episodes")
+        EpisodeRunner.run_jobs = self._timed(EpisodeRunner.run_jobs, "jobs")
+
+    def _timed(self, fan_out, kind: str):
+        def timed(runner, items, *a, **kw):
+            c0 = time.process_time()
+            try:
+                return fan_out(runner, items, *a, **kw)
+            finally:
+                label = kw.get("label", a[0] if a else kind)
+                self.stages.append((label, kind, len(items), time.process_time() - c0))
+        return timed
+
+    def restore(self) -> None:
+        self._cls.run, self._cls.run_jobs = self._saved
+
+    def ms_per_item(self, kind: str) -> float:
+        n = sum(k for _, w, k, _ in self.stages if w == kind)
+        return 1000 * sum(c for _, w, _, c in self.stages if w == kind) / n if n else float("nan")
+
+    def lines(self, driver_cpu_s: float) -> list[str]:
+        """Per fan-out, per kind, and the driver's CPU over the whole run (``driver_cpu_s``:
+        planning, resume, views, embeddings between the fan-outs too) per item."""
+        out = [f"  driver CPU ms per {kind[:-1]}: {label}: {1000 * cpu / max(n, 1):.2f} "
+               f"({n:,} {kind}, {cpu:.1f} s)" for label, kind, n, cpu in self.stages]
+        items = sum(n for _, _, n, _ in self.stages)
+        fan_outs = sum(c for _, _, _, c in self.stages)
+        return out + [f"  driver CPU ms per episode (all episode stages): "
+                      f"{self.ms_per_item('episodes'):.2f}; per job (all job stages): "
+                      f"{self.ms_per_item('jobs'):.2f}",
+                      f"  driver CPU ms per episode or job over the whole run: "
+                      f"{1000 * driver_cpu_s / max(items, 1):.2f} ({driver_cpu_s:.0f} s, of "
+                      f"which fan-outs {fan_outs:.1f} s)"]
+
+
 class Monitor(threading.Thread):
     """Every ``period_s``: (seconds, episodes on disk, driver RSS MB), logged as a line so
     a long run shows its progress and its memory while it runs."""
@@ -223,17 +272,30 @@ def run_one(data: Path, workers: int, args, log) -> dict:
     sampler = TreeSampler(period_s=args.sample_s).start()
     monitor = Monitor(run_dir, args.log_s, log)
     monitor.start()
+    driver = DriverCpu()
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.process_time)  # CPU, not wall: waits cost nothing
     t0 = time.time()
     try:
+        if profiler is not None:
+            profiler.enable()
         result = pipeline.execute(cfg, run_id, run_dir, console=Console(quiet=True),
                                   show_progress=False)
     finally:
         wall = time.time() - t0
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{args.profile}.w{workers}")
+        driver.restore()
         monitor.stop()
         sampler.stop()
         if ray.is_initialized():
             ray.shutdown()
     load1 = Path("/proc/loadavg").read_text().split()[:3]
+    cpu = sampler.cpu_between(t0, t0 + wall)
     q = query_times(run_dir)
     (Path(args.log_dir) / f"memory_w{workers}.json").write_text(json.dumps(
         {"wall_s": wall, "views": q["views"], "samples": monitor.samples}))
@@ -243,7 +305,9 @@ def run_one(data: Path, workers: int, args, log) -> dict:
         shutil.rmtree(out, ignore_errors=True)
     return {"workers": workers, "complete": result.complete, "wall": wall,
             "load_before": "/".join(load0), "load_after": "/".join(load1),
-            "samples": monitor.samples, "cpu": sampler.cpu_between(t0, t0 + wall), **q}
+            "samples": monitor.samples, "cpu": cpu,
+            "driver_cpu": driver.lines(cpu.get("driver", 0.0)), "driver_ms_episode": driver.ms_per_item("episodes"),
+            "driver_ms_job": driver.ms_per_item("jobs"), **q}
 
 
 def rss_summary(samples: list[tuple[float, int, float]]) -> dict:
@@ -284,6 +348,8 @@ def main() -> int:
     ap.add_argument("--tmp", default=None, help="where run folders go (default: the system's)")
     ap.add_argument("--log-dir", default=".", help="where rss_w<N>.json series are written")
     ap.add_argument("--keep", action="store_true", help="keep each run folder")
+    ap.add_argument("--profile", default=None,
+                    help="write a cProfile of the driver to FILE.w<N> (one per worker count)")
     args = ap.parse_args()
     console = Console(width=200)
     data = write_release(Path(tempfile.mkdtemp(prefix="scale-sim-data-", dir=args.tmp)),
@@ -302,6 +368,8 @@ def main() -> int:
                           f"CPU s by group: " + ", ".join(f"{g} {v:.0f}" for g, v in
                                                           sorted(r['cpu'].items())))
             console.print(f"  files by folder: {r['files_by_folder']}")
+            for line in r["driver_cpu"]:
+                console.print(line, highlight=False)
             console.print("  view seconds: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in sorted(r["views"].items(), key=lambda kv: -kv[1])[:8]))
     finally:
@@ -311,7 +379,8 @@ def main() -> int:
     for col in ("workers", "episodes (construction)", "wall s", "episodes/s",
                 "execute-stage episodes/s", "driver RSS MB at 10 %/50 %/100 % (peak)",
                 "RSS slope MB per 10k episodes", "files", "DuckDB open s",
-                "slowest view s", "edv report s", "load before → after"):
+                "slowest view s", "edv report s", "driver CPU ms per episode / job",
+                "load before → after"):
         table.add_column(col, justify="right")
     for r in rows:
         s = r["rss_sum"]
@@ -322,7 +391,9 @@ def main() -> int:
                       f"{s['slope_per_10k']:+.1f}", f"{r['files']:,}",
                       f"{r['connect_s']:.2f} (+{r['import_s']:.1f} imports)",
                       f"{r['views'][r['slowest_view']]:.2f} ({r['slowest_view']})",
-                      f"{r['report_s']:.1f}", f"{r['load_before']} → {r['load_after']}")
+                      f"{r['report_s']:.1f}",
+                      f"{r['driver_ms_episode']:.2f} / {r['driver_ms_job']:.2f}",
+                      f"{r['load_before']} → {r['load_after']}")
     console.print(table)
     return 0
 
