@@ -24,14 +24,14 @@ FIX = Path(__file__).parents[1] / "fixtures"
 
 @pytest.fixture(scope="module")
 def source_run(scripted, tmp_path_factory):
+    scripted.reset()  # module-scoped: whatever the test before left on the shared server goes
     scripted.agent_modes["bad"] = "nothing"
     scripted.add_script("distiller", scripts.distiller)
     scripted.add_script("verifier", scripts.verifier_all_approve)
     try:
         run_dir = run(config(scripted, tmp_path_factory.mktemp("source"), "edv", edv=EDV))
     finally:
-        scripted.agent_modes.clear()
-        scripted.scripts.clear()
+        scripted.reset()
     assert any((run_dir / "memory").rglob("*.parquet"))
     return run_dir
 

@@ -40,9 +40,7 @@ def logged(scripted, tmp_path_factory):
     mp.setenv("WANDB_MODE", "offline")
     try:
         server = scripted
-        server.mode, server.delay_s = "gold", 0.0
-        server.agent_modes.clear()
-        server.scripts.clear()
+        server.reset()  # module-scoped: whatever the test before left on the shared server goes
         server.agent_modes["bad"] = "nothing"
         server.add_script("distiller", scripts.distiller)
         server.add_script("verifier", verifier_bad_rejects)
@@ -53,8 +51,7 @@ def logged(scripted, tmp_path_factory):
         yield (run_dir, logged_table(run_dir, "experiences"), logged_table(run_dir, "episodes"),
                summary)
     finally:
-        server.scripts.clear()
-        server.agent_modes.clear()
+        server.reset()
         mp.undo()
 
 
