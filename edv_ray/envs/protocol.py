@@ -161,6 +161,17 @@ def quiet_logs() -> None:
     logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "WARNING"), filter=not_a_notice)
 
 
+def memo(table: dict, key, make: Callable[[], Any], lock) -> Any:
+    """``table[key]``, made by ``make()`` the first time — outside ``lock``, so a slow make
+    never blocks other keys; of two threads racing on one key, the first value stays."""
+    with lock:
+        if key in table:
+            return table[key]
+    value = make()
+    with lock:
+        return table.setdefault(key, value)
+
+
 def get_env(name: str) -> Environment:
     import importlib
 

@@ -21,7 +21,7 @@ from edv_ray.agents.strategies import text_history
 from edv_ray.envs.file_env import FilePlayer
 from edv_ray.envs.mmtb.callgraph import CallGraph, GraphTooLarge
 from edv_ray.envs.mmtb.data import ASK, SPECIAL
-from edv_ray.envs.protocol import SimulatedPlay
+from edv_ray.envs.protocol import SimulatedPlay, memo
 
 _LOCK = threading.Lock()
 _PLANS: dict[str, list] = {}
@@ -55,14 +55,6 @@ def mission_plan(dialogue, mission) -> list[tuple[str, Any]]:
     return turns
 
 
-def _cached(table: dict, key: str, make):
-    with _LOCK:
-        if key in table:
-            return table[key]
-    value = make()
-    with _LOCK:
-        return table.setdefault(key, value)
-
 
 def _prefixes(dialogue) -> list[list[dict[str, Any]]]:
     """Per mission, the chat history (after the system prompt) its first turn sees."""
@@ -77,7 +69,7 @@ def _prefixes(dialogue) -> list[list[dict[str, Any]]]:
 def locate(dialogue, messages: list[dict[str, Any]]) -> tuple[int, int]:
     """(mission index, turn index within the mission) of a request."""
     chat = [(m.get("role"), m.get("content") or "") for m in messages[1:]]
-    prefixes = _cached(_PREFIXES, dialogue.id, lambda: _prefixes(dialogue))
+    prefixes = memo(_PREFIXES, dialogue.id, lambda: _prefixes(dialogue), _LOCK)
     for i in range(len(prefixes) - 1, -1, -1):
         p = [(m["role"], m.get("content") or "") for m in prefixes[i]]
         if chat[:len(p)] == p:
@@ -108,7 +100,7 @@ def answer(dialogue, messages: list[dict[str, Any]], fail_mission: int | None, m
     """The turn's reply text; text turns carry ``marker``."""
     m, k = locate(dialogue, messages)
     mission = dialogue.missions[m]
-    plan = _cached(_PLANS, f"{dialogue.id}\x1f{m}", lambda: mission_plan(dialogue, mission))
+    plan = memo(_PLANS, f"{dialogue.id}\x1f{m}", lambda: mission_plan(dialogue, mission), _LOCK)
     if m == fail_mission and k == 0 and plan:
         kind, what = plan[0]
         if kind == "calls" and mode == "wrong_argument" and all(n.arguments for n in what):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 
-from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn
+from edv_ray.envs.protocol import EpisodeOutcome, ExperienceFn, memo
 from edv_ray.envs.tau2.agent import (
     EdvAgent,
     EdvSoloAgent,
@@ -53,22 +53,14 @@ _SCHEMAS: dict[tuple[str, str], list[dict]] = {}  # (domain, who) → tool JSON 
 _LOCK = threading.Lock()
 
 
-def _cached(table: dict, key, make):
-    with _LOCK:
-        if key in table:
-            return table[key]
-    value = make()
-    with _LOCK:
-        return table.setdefault(key, value)
-
 
 def episode_tools(domain: str, env, solo: bool) -> tuple[list, list | None]:
     """(agent tools, user tools or None) as τ²-bench ``Tool`` objects, built once per
     process (``get_tools`` builds a pydantic model per tool on every call). The agents
     and the user simulator read them for names and schemas only; tool calls run on the
     episode's own environment. Fresh lists: the solo agent appends its stop tool."""
-    agent, user = _cached(_TOOLS, (domain, solo), lambda: (
-        _agent_tools(env, solo), None if solo else _user_tools(env)))
+    agent, user = memo(_TOOLS, (domain, solo), lambda: (
+        _agent_tools(env, solo), None if solo else _user_tools(env)), _LOCK)
     return list(agent), (list(user) if user else None)
 
 
@@ -76,7 +68,7 @@ def tool_schemas(domain: str, who: str, tools: list | None) -> list[dict] | None
     """The tools' JSON schemas, built once per process (``who``: agent, solo, user)."""
     if not tools:
         return None
-    return _cached(_SCHEMAS, (domain, who), lambda: [t.openai_schema for t in tools])
+    return memo(_SCHEMAS, (domain, who), lambda: [t.openai_schema for t in tools], _LOCK)
 
 
 def gold_hashes(domain: str, task) -> tuple[str | None, str | None]:
