@@ -31,6 +31,9 @@ def small(sweep_file: str, tmp_path: Path, rows: list[str] | None = None) -> Pat
                          "task_ids": TEST_TASKS, "train_split": "all", "num_train_tasks": None,
                          "train_task_ids": ["create_task_1", "update_task_1", "impossible_task_1"]}
     base["runtime"] = {"concurrency": 8, "workers": 1, "episode_timeout_s": 60}
+    # a weak verifier that rejects half of the correct items: the strong solver then holds
+    # items it alone approved (its private bank is not empty), besides unanimous ones
+    base["models"]["sim"]["simulation"]["agents"]["weak"]["verify"]["approve_correct"] = 0.5
     [(axis, values)] = sweep["axes"].items()
     sweep.update(base=base, output_dir=str(tmp_path / "out"),
                  axes={axis: {k: v for k, v in values.items() if rows is None or k in rows}})
