@@ -5,7 +5,8 @@
 * :func:`draw_group` — a seeded execution group per (epoch, task);
 * :func:`select_solvers` — the Model Selector over the Ability Matrix, every decision
   stored (``routing/``) with the basis it used (task type, its domain, or the prior);
-* :func:`solve` — run one chosen solver per test task (with or without memory).
+* :func:`solve` — run one chosen solver per test task (with or without memory);
+* :func:`embed_on_workers` — memory items' embeddings computed on the run's workers.
 
 Memory is passed as a function ``(domain, task, agent) -> MemoryRequest | None``; the
 worker performs the retrieval when the agent has observed its task.
@@ -170,3 +171,30 @@ def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
         ctx.console.print(f"[yellow]{label}: {len(bad) - 3} more job(s) failed[/]")
     ctx.tracker.stage_done(ctx, label)
     return results
+
+
+def embed_on_workers(ctx, items: list, label: str) -> list:
+    """``items`` (memory items) with their embeddings computed on the run's workers, in
+    chunks (:mod:`edv_ray.memory.embed_job`), not in the driver. Items that carry one keep
+    it; a chunk whose job failed is left without (the bank then embeds it itself), so a
+    failure costs driver time, never an item."""
+    from edv_ray.memory.embed_job import CHUNK, EmbedJob
+
+    missing = [i for i, it in enumerate(items) if not it.embedding]
+    chunks = [missing[k:k + CHUNK] for k in range(0, len(missing), CHUNK)]
+    if not chunks:
+        return items
+    jobs = [EmbedJob(job_id=f"embed:{n}", texts=[items[i].text for i in idx])
+            for n, idx in enumerate(chunks)]
+    got = {r["job_id"]: r for r in ctx.runner.run_jobs(jobs, label=label,
+                                                       show_progress=ctx.show_progress)}
+    out = list(items)
+    for job, idx in zip(jobs, chunks, strict=True):
+        r = got.get(job.job_id, {})
+        if r.get("status") != "ok":
+            ctx.console.print(f"[yellow]{escape(label)}: {job.job_id} failed; the driver "
+                              f"embeds its {len(idx)} text(s)[/]")
+            continue
+        for i, vec in zip(idx, r["vectors"], strict=True):
+            out[i] = out[i].model_copy(update={"embedding": vec.tolist()})
+    return out

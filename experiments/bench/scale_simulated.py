@@ -297,6 +297,7 @@ def run_one(data: Path, workers: int, args, log) -> dict:
     load1 = Path("/proc/loadavg").read_text().split()[:3]
     cpu = sampler.cpu_between(t0, t0 + wall)
     q = query_times(run_dir)
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.log_dir) / f"memory_w{workers}.json").write_text(json.dumps(
         {"wall_s": wall, "views": q["views"], "samples": monitor.samples}))
     if args.keep:

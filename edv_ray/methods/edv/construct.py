@@ -138,7 +138,7 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
                 is_poison=c["is_poison"], supporting_all_failed=c["supporting_all_failed"],
                 item_ids=[i.item_id for i in new]))
     if items:
-        bank.add(items)
+        bank.add(steps.embed_on_workers(ctx, items, f"{me} epoch {epoch} embed"))
         bank.save()
     write_rows_atomic(decisions, R.edv_path(ctx.run_dir, "decisions", epoch, "part.parquet", me),
                       R.DECISION_SCHEMA)

@@ -1,0 +1,37 @@
+"""Embedding as a stage job: a chunk of texts embedded on a run's worker, not in the driver.
+
+The driver holds the memory banks, but embedding what a stage admits is the heaviest CPU
+it would spend (MiniLM forwards for every admitted item: most of the driver's CPU in a
+10⁵-episode construction). :func:`edv_ray.methods.steps.embed_on_workers` sends the texts
+out in chunks of :data:`CHUNK` as these jobs; the bank then only indexes the vectors.
+The worker loads the same offline model (:class:`~edv_ray.memory.embeddings.Embedder`),
+so the vectors are the ones the driver would have computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+CHUNK = 256  # texts per job: one batched forward pass series, a few hundred KB back
+
+
+class EmbedJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    texts: list[str]
+    timeout_s: float = 300.0
+
+    @property
+    def handler(self) -> str:
+        return "edv_ray.memory.embed_job:run_embed_job"
+
+
+def run_embed_job(job_json: str, client: Any = None) -> dict[str, Any]:
+    """Worker side: the chunk's unit vectors (float32, one row per text, in order)."""
+    from edv_ray.memory.embeddings import Embedder
+
+    job = EmbedJob.model_validate_json(job_json)
+    return {"job_id": job.job_id, "status": "ok", "vectors": Embedder().embed(job.texts)}

@@ -1,0 +1,46 @@
+"""What a construction stage admits is embedded on the run's workers, not in the driver:
+the vectors are the ones the driver's own model gives, items that carry one keep it, the
+order holds across chunks, and the driver never loads the model to get them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from edv_ray.config import load_config_dict
+from edv_ray.memory import MemoryItem, embed_job, embeddings
+from edv_ray.methods.steps import embed_on_workers
+from edv_ray.runtime.batch import EpisodeRunner
+from edv_ray.testing.helpers import scripted_config
+
+
+def _item(n: int, embedding: list[float] | None = None) -> MemoryItem:
+    return MemoryItem(bank="shared", title=f"Lesson {n} on refunds",
+                      when_to_use=f"when a customer asks about case {n}",
+                      rule=f"Check the booking class before quoting fee number {n}.",
+                      domain="airline", source_task_ids=[str(n)], embedding=embedding or [])
+
+
+@pytest.mark.slow
+def test_items_are_embedded_on_the_workers_in_order(ray_session, tmp_path, monkeypatch):
+    cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path,
+                                           runtime={"concurrency": 4, "workers": 2}))
+    ctx = SimpleNamespace(runner=EpisodeRunner(cfg, str(tmp_path / "run")),
+                          console=Console(quiet=True), show_progress=False)
+    monkeypatch.setattr(embed_job, "CHUNK", 3)  # 7 texts → 3 jobs over 2 workers
+    kept = [0.0] * 383 + [1.0]
+    items = [_item(n) for n in range(4)] + [_item(4, kept)] + [_item(n) for n in range(5, 8)]
+    monkeypatch.setattr(embeddings, "_MODELS", {})  # the driver has no model loaded ...
+    out = embed_on_workers(ctx, items, "embed")
+    assert not embeddings._MODELS  # ... and loaded none to get the vectors
+    assert [i.item_id for i in out] == [i.item_id for i in items]
+    assert out[4].embedding == kept
+    got = np.array([out[n].embedding for n in range(8) if n != 4], dtype=np.float32)
+    want = embeddings.Embedder().embed([items[n].text for n in range(8) if n != 4])
+    assert got.shape == want.shape == (7, 384)
+    assert np.allclose(got, want, atol=1e-5)
+    assert len({tuple(np.round(v, 4)) for v in got}) == 7  # each text its own vector
+    assert embed_on_workers(ctx, out, "embed") == out  # nothing missing: no job sent
