@@ -119,6 +119,7 @@ def _cli(*args: str) -> str:
             "assert rc == 0, rc")
 
 
+@pytest.mark.slow
 def test_validate_loads_neither_litellm_nor_ray():
     """Endpoint checks go over httpx (llm.endpoints), never the model-call client."""
     for config in ("experiments/mind2web_embedded.yaml", "experiments/mmtb_embedded.yaml"):
@@ -130,6 +131,7 @@ def test_validate_loads_neither_litellm_nor_ray():
     assert "ray" not in got["heavy"], got["heavy"]
 
 
+@pytest.mark.slow
 def test_report_compare_and_power_load_neither_litellm_nor_ray(tmp_path):
     from tests.report.runfolder import simple_run
 

@@ -22,6 +22,10 @@ EMBEDDING_DIM = 384
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
+# Forward passes of one model run one at a time in a process: torch already spreads a
+# pass over the cores, and a worker's 16 threads embedding at once (stage jobs, queries)
+# oversubscribed 2 cores ~30× and held ~5 GB of activations per worker.
+_PASS_LOCKS: dict[tuple[str, str], threading.Lock] = {}  # made with the model, under _LOCK
 
 
 class EmbeddingModelMissing(RuntimeError):
@@ -73,6 +77,7 @@ def _load_model(path: Path, device: str) -> Any:
             if not path.is_dir():
                 raise EmbeddingModelMissing(f"embedding model folder {path} does not exist")
             model = SentenceTransformer(str(path), device=device, local_files_only=True)
+            _PASS_LOCKS[key] = threading.Lock()
             _MODELS[key] = model
     return model
 
@@ -121,14 +126,70 @@ class Embedder:
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one")
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        model = self.model
+        with _PASS_LOCKS[(str(self.model_path), self.device)]:  # one pass at a time
+            vecs = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return l2_normalise(vecs)
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        """One text's vector. Concurrent callers in a process (a worker's episode threads
+        embedding their retrieval queries) share forward passes: see :class:`_Batcher`."""
+        key = (str(self.model_path), self.device)
+        with _LOCK:
+            batcher = _BATCHERS.setdefault(key, _Batcher())
+        return batcher.embed(self, text)
+
+
+class _Batcher:
+    """Micro-batching of :meth:`Embedder.embed_one` across threads, with no timer.
+
+    A caller queues its text and, if no forward pass is running, takes every queued text
+    and embeds them in one :meth:`Embedder.embed` call; callers that arrive meanwhile wait,
+    and when the pass ends one of those still unserved takes the next batch. A caller leads
+    at most one batch (the one holding its own text), so nobody serves others for long;
+    alone, a caller embeds its text at once as a batch of one. Vectors are those of the
+    unbatched path (padding is masked; equal to ~1e-6).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queued: list[tuple[str, dict]] = []
+        self._busy = False
+        self.passes = 0  # forward passes run (for tests and benchmarks)
+
+    def embed(self, embedder: Embedder, text: str) -> np.ndarray:
+        slot: dict = {}
+        with self._cond:
+            self._queued.append((text, slot))
+            while self._busy and not slot:
+                self._cond.wait()
+            if slot:  # served by another caller's pass
+                return self._result(slot)
+            batch, self._queued, self._busy = self._queued, [], True
+        try:
+            vecs = embedder.embed([t for t, _ in batch])
+            outcome = [{"vec": v} for v in vecs]
+        except BaseException as exc:  # every waiter of this batch sees the failure
+            outcome = [{"error": exc}] * len(batch)
+        with self._cond:
+            for (_, waiting), result in zip(batch, outcome, strict=True):
+                waiting.update(result)
+            self._busy = False
+            self.passes += 1
+            self._cond.notify_all()
+        return self._result(slot)
+
+    @staticmethod
+    def _result(slot: dict) -> np.ndarray:
+        if "error" in slot:
+            raise slot["error"]
+        return slot["vec"]
+
+
+_BATCHERS: dict[tuple[str, str], _Batcher] = {}

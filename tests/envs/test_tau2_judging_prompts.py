@@ -77,6 +77,7 @@ def _telecom_user(req, tag):
     return {"role": "assistant", "content": "Thanks. ###STOP###"}
 
 
+@pytest.mark.slow
 def test_telecom_user_tool_traffic_reaches_no_judging_prompt(server, tmp_path):
     server.add_script("user_sim", _telecom_user)
     server.add_script("agent", lambda req, tag: {"role": "assistant",

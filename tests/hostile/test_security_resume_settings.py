@@ -106,6 +106,7 @@ def test_accept_changed_records_the_change_in_folder_wandb_and_report(
     assert [ln.split(",")[3] for ln in csv[1:]] == ["2", "2"]  # episodes under each
 
 
+@pytest.mark.slow
 def test_accept_changed_with_new_tasks_is_one_line_not_a_keyerror(server, tmp_path, capsys):
     run_dir = start(server, tmp_path)
     edit(run_dir, more_tasks)

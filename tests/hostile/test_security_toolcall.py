@@ -103,6 +103,7 @@ def test_good_calls_are_still_read(text, name, args):
         assert turn.tool_calls[0]["arguments"] == args
 
 
+@pytest.mark.slow
 def test_an_episode_answering_deep_json_is_an_agent_failure(server, tmp_path):
     """Through `edv run`: the agent's answer nested 1,000 deep ends the episode as a
     failure the benchmark graded (status ok, not success), not an error row."""

@@ -61,3 +61,51 @@ def test_missing_package_gives_a_clear_error(monkeypatch):
 def test_missing_model_folder_gives_a_clear_error(tmp_path):
     with pytest.raises(EmbeddingModelMissing, match="does not exist"):
         Embedder(tmp_path / "no-model").embed(["x"])
+
+
+def _batcher(embedder) -> emb_mod._Batcher:
+    embedder.embed_one("warm")  # its batcher exists once a query was embedded
+    return emb_mod._BATCHERS[(str(embedder.model_path), embedder.device)]
+
+
+def test_concurrent_queries_share_one_forward_pass_and_keep_their_vectors(embedder):
+    import threading
+    import time
+
+    texts = [f"Ask the customer for booking number {n} before changing seat {n * 7}."
+             for n in range(8)] + ["Gold members get three free checked bags."]
+    batcher = _batcher(embedder)
+    got: dict[int, np.ndarray] = {}
+    with batcher._cond:
+        batcher._busy = True  # a pass under way: every caller below queues behind it
+    threads = [threading.Thread(target=lambda n=n: got.__setitem__(n, embedder.embed_one(
+        texts[n]))) for n in range(len(texts))]
+    for t in threads:
+        t.start()
+    while len(batcher._queued) < len(texts):
+        time.sleep(0.01)
+    before = batcher.passes
+    with batcher._cond:  # the pass ends: one waiter takes the whole queue
+        batcher._busy = False
+        batcher._cond.notify_all()
+    for t in threads:
+        t.join(timeout=60)
+    assert batcher.passes == before + 1  # nine queries, one forward pass
+    want = embedder.embed(texts)  # the unbatched path, one text at a time below
+    for n, text in enumerate(texts):
+        assert np.allclose(got[n], want[n], atol=1e-5)
+        assert np.allclose(got[n], embedder.embed([text])[0], atol=1e-5)
+
+
+def test_a_failed_pass_fails_each_of_its_callers_and_the_next_pass_works(embedder):
+    batcher = _batcher(embedder)
+
+    class Broken(Embedder):
+        def embed(self, texts):
+            raise RuntimeError("forward pass failed")
+
+    with pytest.raises(RuntimeError, match="forward pass failed"):
+        batcher.embed(Broken(), "a query")
+    assert not batcher._busy and not batcher._queued
+    assert np.allclose(embedder.embed_one("a query"), embedder.embed(["a query"])[0],
+                       atol=1e-5)

@@ -44,3 +44,37 @@ def test_items_are_embedded_on_the_workers_in_order(ray_session, tmp_path, monke
     assert np.allclose(got, want, atol=1e-5)
     assert len({tuple(np.round(v, 4)) for v in got}) == 7  # each text its own vector
     assert embed_on_workers(ctx, out, "embed") == out  # nothing missing: no job sent
+
+
+class _HalfFailing(embed_job.EmbedJob):
+    """Odd chunks name a handler the worker cannot resolve: a job that fails there."""
+
+    @property
+    def handler(self) -> str:
+        n = int(self.job_id.rsplit(":", 1)[1])
+        return super().handler if n % 2 == 0 else "edv_ray.memory.embed_job:no_such_handler"
+
+
+@pytest.mark.slow
+def test_a_failed_chunk_is_embedded_by_the_bank_and_loses_nothing(ray_session, tmp_path,
+                                                                   monkeypatch):
+    from edv_ray.memory import MemoryBank
+
+    cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path,
+                                           runtime={"concurrency": 4, "workers": 2}))
+    lines = Console(record=True, width=200)
+    ctx = SimpleNamespace(runner=EpisodeRunner(cfg, str(tmp_path / "run")),
+                          console=lines, show_progress=False)
+    monkeypatch.setattr(embed_job, "CHUNK", 3)  # chunks 0, 1, 2: chunk 1 fails
+    monkeypatch.setattr(embed_job, "EmbedJob", _HalfFailing)
+    items = [_item(n) for n in range(8)]
+    out = embed_on_workers(ctx, items, "embed")
+    assert [i.item_id for i in out] == [i.item_id for i in items]
+    assert [bool(i.embedding) for i in out] == [True] * 3 + [False] * 3 + [True] * 2
+    assert "embed: embed:1 failed; the driver embeds its 3 text(s)" in lines.export_text()
+    bank = MemoryBank(str(tmp_path / "bank"), dedup_threshold=1.0)  # no near-dup merge
+    res = bank.add(out)
+    assert len(res.added) == 8  # nothing lost: the bank embedded the failed chunk's items
+    want = embeddings.Embedder().embed([i.text for i in items])
+    got = np.array([bank.get(i.item_id).embedding for i in items], dtype=np.float32)
+    assert np.allclose(got, want, atol=1e-5)

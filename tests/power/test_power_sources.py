@@ -109,6 +109,7 @@ def test_default_comparisons_follow_the_report_order():
         (lead, m) for m in rest + ["judge+poison@0.5"] if m != lead]
 
 
+@pytest.mark.slow
 def test_cli_on_a_profile(tmp_path, capsys):
     code = main(["power", str(sim_config(tmp_path)), "--reps", "300", "--trials-grid", "1,3",
                  "--no-progress", "--task-icc", "0.3", "--test", "exact"])

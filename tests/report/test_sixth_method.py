@@ -39,6 +39,7 @@ def toy(monkeypatch):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_sixth_method_in_every_report(server, toy, tmp_path):
     server.agent_modes["bad"] = "nothing"
     run_dir = run(config(server, tmp_path, ["no_memory", "toy_sixth"], toy_sixth={"note": "hint"}))

@@ -57,6 +57,7 @@ def test_gold_replay_scores_one_for_both_strategies(server, tmp_path, domain):
     assert roles["agent"] > 0 and roles["user_sim"] >= 20
 
 
+@pytest.mark.slow
 def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path, monkeypatch):
     from edv_ray.results.store import segments
     from edv_ray.runtime import batch

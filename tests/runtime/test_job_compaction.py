@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -20,6 +21,7 @@ from edv_ray.results.views import connect
 EXAMPLE = Path(__file__).resolve().parents[2] / "experiments" / "simulated_example.yaml"
 
 
+@pytest.mark.slow
 def test_stage_job_calls_are_compacted(ray_session, tmp_path, monkeypatch):
     from edv_ray.runtime import batch
 

@@ -81,6 +81,7 @@ def test_export_caps_episodes_and_never_links_a_missing_page(edv_run_dir, tmp_pa
     check_site(tmp_path / "one")  # every other episode is named as text, not linked
 
 
+@pytest.mark.slow
 def test_several_runs_export_under_their_own_folders(edv_run_dir, tmp_path):
     from edv_ray.view.export import export_html
 
