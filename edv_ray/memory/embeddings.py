@@ -114,6 +114,11 @@ class Embedder:
         return _load_model(self.model_path, self.device)
 
     @property
+    def _key(self) -> tuple[str, str]:
+        """Which cached model (and its pass lock and batcher) this embedder uses."""
+        return (str(self.model_path), self.device)
+
+    @property
     def dim(self) -> int:
         model = self.model
         # sentence-transformers >= 5 renamed get_sentence_embedding_dimension
@@ -127,7 +132,7 @@ class Embedder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self.model
-        with _PASS_LOCKS[(str(self.model_path), self.device)]:  # one pass at a time
+        with _PASS_LOCKS[self._key]:  # one pass at a time
             vecs = model.encode(
                 list(texts),
                 batch_size=self.batch_size,
@@ -140,9 +145,8 @@ class Embedder:
     def embed_one(self, text: str) -> np.ndarray:
         """One text's vector. Concurrent callers in a process (a worker's episode threads
         embedding their retrieval queries) share forward passes: see :class:`_Batcher`."""
-        key = (str(self.model_path), self.device)
         with _LOCK:
-            batcher = _BATCHERS.setdefault(key, _Batcher())
+            batcher = _BATCHERS.setdefault(self._key, _Batcher())
         return batcher.embed(self, text)
 
 

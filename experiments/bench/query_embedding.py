@@ -56,8 +56,7 @@ def main() -> int:
     n = args.threads * args.queries
     print(f"{args.threads} threads × {args.queries} queries = {n} queries")
     wall_u, cpu_u, unbatched = run(args.threads, args.queries, lambda s: emb.embed([s])[0])
-    batcher = embeddings._BATCHERS.setdefault(
-        (str(emb.model_path), emb.device), embeddings._Batcher())
+    batcher = embeddings._BATCHERS.setdefault(emb._key, embeddings._Batcher())
     passes0 = batcher.passes
     wall_b, cpu_b, batched = run(args.threads, args.queries, emb.embed_one)
     passes = batcher.passes - passes0

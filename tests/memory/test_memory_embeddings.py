@@ -65,7 +65,7 @@ def test_missing_model_folder_gives_a_clear_error(tmp_path):
 
 def _batcher(embedder) -> emb_mod._Batcher:
     embedder.embed_one("warm")  # its batcher exists once a query was embedded
-    return emb_mod._BATCHERS[(str(embedder.model_path), embedder.device)]
+    return emb_mod._BATCHERS[embedder._key]
 
 
 def test_concurrent_queries_share_one_forward_pass_and_keep_their_vectors(embedder):

@@ -24,12 +24,17 @@ def _item(n: int, embedding: list[float] | None = None) -> MemoryItem:
                       domain="airline", source_task_ids=[str(n)], embedding=embedding or [])
 
 
-@pytest.mark.slow
-def test_items_are_embedded_on_the_workers_in_order(ray_session, tmp_path, monkeypatch):
+def _ctx(tmp_path, console: Console) -> SimpleNamespace:
+    """What embed_on_workers reads of a run: a real 2-worker runner and a console."""
     cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path,
                                            runtime={"concurrency": 4, "workers": 2}))
-    ctx = SimpleNamespace(runner=EpisodeRunner(cfg, str(tmp_path / "run")),
-                          console=Console(quiet=True), show_progress=False)
+    return SimpleNamespace(runner=EpisodeRunner(cfg, str(tmp_path / "run")),
+                           console=console, show_progress=False)
+
+
+@pytest.mark.slow
+def test_items_are_embedded_on_the_workers_in_order(ray_session, tmp_path, monkeypatch):
+    ctx = _ctx(tmp_path, Console(quiet=True))
     monkeypatch.setattr(embed_job, "CHUNK", 3)  # 7 texts → 3 jobs over 2 workers
     kept = [0.0] * 383 + [1.0]
     items = [_item(n) for n in range(4)] + [_item(4, kept)] + [_item(n) for n in range(5, 8)]
@@ -60,11 +65,8 @@ def test_a_failed_chunk_is_embedded_by_the_bank_and_loses_nothing(ray_session, t
                                                                    monkeypatch):
     from edv_ray.memory import MemoryBank
 
-    cfg = load_config_dict(scripted_config("http://127.0.0.1:9/v1", tmp_path,
-                                           runtime={"concurrency": 4, "workers": 2}))
     lines = Console(record=True, width=200)
-    ctx = SimpleNamespace(runner=EpisodeRunner(cfg, str(tmp_path / "run")),
-                          console=lines, show_progress=False)
+    ctx = _ctx(tmp_path, lines)
     monkeypatch.setattr(embed_job, "CHUNK", 3)  # chunks 0, 1, 2: chunk 1 fails
     monkeypatch.setattr(embed_job, "EmbedJob", _HalfFailing)
     items = [_item(n) for n in range(8)]
