@@ -78,6 +78,9 @@ class JudgeProfile(_Strict):
 
     pick_pass: float = _p(0.8)  # P(pick a passing run | at least one passing run shown)
     self_preference: float = _p(0.0)  # P(pick its own run first, when one is shown)
+    # P(pick a run shown as passing | one is) when the runs' grades are shown — the Judge
+    # method must not show them: a judge that reads the grades is an oracle
+    pick_pass_shown: float = _p(1.0)
 
 
 class SelfJudgeProfile(_Strict):
@@ -86,6 +89,20 @@ class SelfJudgeProfile(_Strict):
     success_given_success: float = _p(0.9)  # P(label success | run succeeded)
     success_given_failure: float = _p(0.5)  # P(label success | run failed): the trap
     pick_pass: float = _p(0.7)  # MaTTS best-of-k: P(pick a passing attempt | one exists)
+    # P(label = the grade shown) when the run's grade is shown (ReasoningBank's judge
+    # must not see it: the self-judgement would just copy the reward)
+    follows_shown: float = _p(1.0)
+
+
+class AgentIdentity(_Strict):
+    """What the agent's acting requests must carry — its run-config entry as the world's
+    author wrote it. A request that names the agent but differs (tools sent or not, as
+    its prompt strategy says; its temperature and top_p) is refused with HTTP 400: a
+    framework that mixes up its agents' prompts or sampling errs loudly."""
+
+    prompt_strategy: Literal["native_tools", "text_tools", "text_tools_plan"] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
 
 
 class AgentProfile(_Strict):
@@ -102,6 +119,7 @@ class AgentProfile(_Strict):
     verify: VerifyProfile | None = None
     judge: JudgeProfile | None = None
     self_judge: SelfJudgeProfile | None = None
+    identity: AgentIdentity | None = None  # None: any request naming the agent is its own
 
     @field_validator("success")
     @classmethod

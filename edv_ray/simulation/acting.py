@@ -63,6 +63,7 @@ class Acting:
         return max(weights)
 
     def agent(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
+        P.check_identity(self.sim.profile, tag["agent"], req)
         success, key, _p = self.decide(req, tag)
         agent, domain = tag["agent"], tag["domain"]
         play = SimulatedPlay(success, "" if success else self.failure_mode(agent, key),

@@ -25,6 +25,28 @@ class UnknownAgent(KeyError):
     """A request from an agent the profile does not list (and no default_agent)."""
 
 
+class NotTheAgent(UnknownAgent):
+    """An acting request that names an agent but does not carry its identity."""
+
+
+def check_identity(profile: SimulationProfile, agent: str, req: dict) -> None:
+    """Raise :class:`NotTheAgent` when ``req`` differs from the agent's declared
+    :class:`~edv_ray.config_simulation.AgentIdentity` (none declared: nothing to check)."""
+    ident = agent_profile(profile, agent).identity
+    if ident is None:
+        return
+    wrong = []
+    if ident.prompt_strategy is not None and bool(req.get("tools")) != (ident.prompt_strategy == "native_tools"):
+        wrong.append(f"tools {'sent' if req.get('tools') else 'not sent'} for prompt strategy "
+                     f"{ident.prompt_strategy}")
+    for key in ("temperature", "top_p"):
+        want, got = getattr(ident, key), req.get(key)
+        if want is not None and (got is None or abs(float(got) - want) > 1e-9):
+            wrong.append(f"{key} {got} (agent {agent}: {want})")
+    if wrong:
+        raise NotTheAgent(f"a request as agent {agent!r} that is not its own: {'; '.join(wrong)}")
+
+
 def clip(p: float) -> float:
     return min(1.0, max(0.0, p))
 
@@ -131,8 +153,11 @@ def pick_distribution(pick_pass: float, outcomes: list[bool | None], own: list[b
 
 
 def judge_pick_distribution(j: JudgeProfile, outcomes: list[bool | None],
-                            own: list[bool]) -> list[float]:
-    return pick_distribution(j.pick_pass, outcomes, own, j.self_preference)
+                            own: list[bool], grades_shown: bool = False) -> list[float]:
+    """P(pick run i) for the Judge; ``grades_shown``: the prompt showed the runs' grades
+    (then it picks a passing one with ``pick_pass_shown``)."""
+    return pick_distribution(j.pick_pass_shown if grades_shown else j.pick_pass, outcomes, own,
+                             j.self_preference)
 
 
 def draw_index(probs: list[float], u: float) -> int:

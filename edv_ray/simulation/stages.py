@@ -119,7 +119,7 @@ class StageAnswers:
         runs = self._runs(tag, prompt)
         p = P.p_approve(P.block(self.sim.profile, agent, "verify"),
                         correct=truth is not None and truth.correct,
-                        own_run_failed=any(r.own and r.success is False for r in runs),
+                        own_run_failed=any(r.own and r.believed is False for r in runs),
                         own_lesson=truth is not None and truth.writer_hash == self.sim.codec.h16(agent))
         ok = uniform(key, "vote") < p
         why = ("The rule is consistent with the policy and with what happened in my run." if ok
@@ -135,8 +135,9 @@ class StageAnswers:
     def pick(self, req, tag, prompt, key) -> dict:
         runs = self._runs(tag, prompt)
         j = P.block(self.sim.profile, tag.get("agent", ""), "judge")
-        return self._pick(runs, P.judge_pick_distribution(j, [r.success for r in runs],
-                                                          [r.own for r in runs]), key)
+        return self._pick(runs, P.judge_pick_distribution(
+            j, [r.believed for r in runs], [r.own for r in runs],
+            grades_shown=any(r.outcome_shown for r in runs)), key)
 
     def rb_pick(self, req, tag, prompt, key) -> dict:
         runs = self._runs(tag, prompt)
@@ -148,7 +149,10 @@ class StageAnswers:
         runs = self._runs(tag, prompt)
         sj = P.block(self.sim.profile, tag.get("agent", ""), "self_judge")
         success = bool(runs) and runs[0].success is True  # unknown counts as a failure
-        label = "success" if uniform(key, "label") < P.p_label_success(sj, success) else "failure"
+        if runs and runs[0].outcome_shown and uniform(key, "copy") < sj.follows_shown:
+            label = "success" if runs[0].believed else "failure"  # it copies the grade shown
+        else:
+            label = "success" if uniform(key, "label") < P.p_label_success(sj, success) else "failure"
         return {"reasoning": f"Reviewed every step of the attempt; judged a {label}.",
                 "status": label}
 

@@ -46,6 +46,23 @@ class World:
         return load_config_dict(copy.deepcopy(self.config), source=f"validation world {self.name}")
 
 
+def declare_identities(cfg: dict[str, Any]) -> None:
+    """Every agent its model's profile lists gets, as its planted ``identity``, what its
+    run-config entry says its requests carry (prompt strategy, temperature, top_p): the
+    engine refuses an acting request naming the agent that differs, so a framework that
+    hands one agent another's prompt or sampling errs instead of passing quietly."""
+    from edv_ray.config import AgentConfig
+
+    for entry in cfg.get("agents", []):
+        a = AgentConfig.model_validate(entry)
+        sim = (cfg.get("models", {}).get(a.model) or {}).get("simulation") or {}
+        listed = sim.get("agents") or {}
+        if a.name in listed:
+            listed[a.name] = {**listed[a.name], "identity": {
+                "prompt_strategy": a.prompt_strategy, "temperature": a.sampling.temperature,
+                "top_p": a.sampling.top_p}}
+
+
 def _split_ids(domain: str, split: str) -> list[str]:
     from edv_ray.config_benchmarks import Tau2Benchmark
     from edv_ray.envs.protocol import get_env
@@ -108,6 +125,7 @@ def load_world(name: str, size: str, output_dir: str | Path | None = None,
         names = [f"a{i:03d}" for i in range(int(meta["agents"]))]
         cfg["agents"] = [{"name": n, "model": "sim", "prompt_strategy": "native_tools"} for n in names]
         cfg["roles"] = {**cfg.get("roles", {}), "executors": names}
+    declare_identities(cfg)
     if seed is not None:
         cfg["seed"] = seed
         cfg["models"]["sim"]["simulation"]["seed"] = seed

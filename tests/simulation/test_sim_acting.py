@@ -113,6 +113,28 @@ def test_unknown_agent_is_refused_with_a_clear_error():
             play_tau2(ep, "zed", TASKS["create_task_1"])
 
 
+def test_a_request_that_is_not_the_agents_own_is_refused():
+    """Agent identity (issue 27): the engine checks an acting request against the agent's
+    declared prompt strategy and sampling — a framework that mixes agents up errs."""
+    from edv_ray.llm.client import LLMCallError
+
+    ident = {"prompt_strategy": "native_tools", "temperature": 0.0, "top_p": 1.0}
+    prof = {"agents": {"a": {"identity": ident},
+                       "b": {"identity": {**ident, "temperature": 0.7}},
+                       "c": {"identity": {**ident, "prompt_strategy": "text_tools"}},
+                       "d": {"identity": {**ident, "top_p": 0.9}}}}
+    task = TASKS["create_task_1"]
+    with serving(prof) as (_sim, ep):
+        assert play_tau2(ep, "a", task).messages  # its own: temperature 0, tools sent
+        assert play_tau2(ep, "c", task, strategy="text_tools").messages
+        with pytest.raises(LLMCallError, match="not its own: temperature 0.0 \\(agent b: 0.7\\)"):
+            play_tau2(ep, "b", task)
+        with pytest.raises(LLMCallError, match="tools sent for prompt strategy text_tools"):
+            play_tau2(ep, "c", task)
+        with pytest.raises(LLMCallError, match="top_p 1.0 \\(agent d: 0.9\\)"):
+            play_tau2(ep, "d", task)
+
+
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
 
 

@@ -72,6 +72,52 @@ def test_distiller_correctness_depends_on_what_it_sees(world):
                for e in got)
 
 
+def _marked(run: TrajectoryView, truth: bool, shown: bool, codec) -> TrajectoryView:
+    """``run`` with the engine's marker of outcome ``truth`` in its transcript (as a text
+    turn carries one) and the grade ``shown`` in its run block."""
+    return run.model_copy(update={"success": shown, "reward": float(shown),
+                                  "transcript": run.transcript + "\n"
+                                  + codec.marker(truth, run.agent, run.episode_id)})
+
+
+def test_roles_act_on_the_grade_they_are_shown_and_the_engine_knows_the_truth(world):
+    """Grade-aware roles (issue 27): a framework that shows wrong grades moves what the
+    engine answers; shown the true grades, nothing changes."""
+    _sim, ep, runs, oracle = world
+    codec = oracle.codec
+    true_grades = [_marked(runs["lose"], False, False, codec), _marked(runs["win"], True, True, codec)]
+    inverted = [_marked(runs["lose"], False, True, codec), _marked(runs["win"], True, False, codec)]
+    got = _distilled(ep, true_grades, "c", True)
+    assert within(sum(oracle.item_is_correct(e.rule) for e in got), len(got), 0.8)
+    # shown inverted grades, the writer writes from mislabelled runs: P(correct) = 0.05
+    got = _distilled(ep, inverted, "c", True)
+    assert within(sum(oracle.item_is_correct(e.rule) for e in got), len(got), 0.05)
+
+    def approvals(verifier: str, context, n=150):
+        ok = 0
+        for k in range(n):
+            rule = "Confirm the task id first. " + codec.item_tag(False, "mock/mock", "c", f"g{k}")
+            r = vote(TASK.ticket, POLICY, context, "Confirm ids", "When updating", rule,
+                     caller(ep, ctx("verifier", verifier, task_id=TASK.id, trial=1000 + k)),
+                     retries=0, sees_reward=True)
+            ok += r.approve
+        return ok, n
+
+    # a verifier approves wrong items more when it believes its own run failed (+0.4)
+    assert within(*approvals("lose", [true_grades[0]]), 0.5)
+    assert within(*approvals("lose", [inverted[0]]), 0.1)  # its failed run shown as passed
+    assert within(*approvals("win", [inverted[1]]), 0.5)  # its passed run shown as failed
+    # a Judge shown the grades picks the run shown as passing (pick_pass_shown 1.0)
+    blocks = "\n".join(f'<run label="T{i}" outcome="{"success" if r.success else "failure"}">'
+                       f"\n{fence(r.transcript)}\n</run>" for i, r in enumerate(inverted, 1))
+    prompt = render_prompt("methods", "judge_pick.v1", task_noun="customer-service task",
+                           task=fence(TASK.ticket), policy=POLICY, runs=blocks)
+    for k in range(20):
+        ans, _n, err = ask_json(caller(ep, ctx("judge", "c", task_id=TASK.id, trial=k)), prompt,
+                                JudgeAnswer, 0)
+        assert ans is not None and ans.pick == "T1", err  # the failed run, shown as passed
+
+
 def test_distilled_items_are_diverse_and_found_by_their_task(world):
     """Near-duplicates (cosine ≥ 0.92) would be merged by the bank; retrieval embeds
     the observed task text and must find a task's own items first."""
