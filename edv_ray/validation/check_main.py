@@ -67,7 +67,23 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
         rows.append(cells_row("1e Judge Pass@1 per type = planted (closed form)",
                               [(d, ex.judge(judge, d), run.cell_fn("judge", d)) for d in ds],
                               f"judge {judge}"))
+        rows.append(_judge_pick_row(run, ex, judge))
     return rows
+
+
+def _judge_pick_row(run: Run, ex: Expect, judge: str) -> Row:
+    """The Judge's pick among mixed runs (some passed, some failed): P(it picks a passing
+    one) as planted for a judge shown no grades — one shown them picks the passing run."""
+    picks = run.rows("SELECT domain, task_id, candidate_agents, candidate_success, picked_success "
+                     "FROM judge_picks WHERE status = 'ok' AND any_success "
+                     "AND NOT list_bool_and(candidate_success)")
+    planted = [sum(p for p, ok in zip(ex.o.judge_pick_distribution(
+        judge, list(outs), [a == judge for a in agents]), outs) if ok)
+        for _d, _t, agents, outs, _ok in picks]
+    return rate_row("1e· Judge picks a passing run among mixed runs = planted (no grades shown)",
+                    sum(planted) / len(planted) if planted else 0.0,
+                    clustered_fn(((d, t), int(bool(ok)), 1) for d, t, _a, _o, ok in picks),
+                    f"{len(picks)} picks with passing and failing runs shown")
 
 
 # ---------------------------------------------------------------- 2: RB's judge audit
@@ -169,10 +185,18 @@ def admission_rows(run: Run, ex: Expect, e: dict) -> list[Row]:
     discard = sum(r == "discard" for *_k, r in got) / max(1, len(got))
     cells = [(where, planted[where], clustered_fn(((d, t), int(r == where), 1) for d, t, r in got))
              for where in ("shared", "private")]
-    return [cells_row("2f EDV admission: where a candidate goes (shared, private)", cells,
+    rows = [cells_row("2f EDV admission: where a candidate goes (shared, private)", cells,
                       f"{len(got)} candidates, clustered by task; planted from the writer and "
                       f"verifier profile only; discard planted {planted['discard']:.3f}, "
                       f"measured {discard:.3f}")]
+    rows.append(_routes_row(run))
+    if e.get("distill_by", "third_party") == "third_party":
+        n, inside = run.rows("SELECT count(*), count(*) FILTER (WHERE list_contains(\"group\", "
+                             "distiller)) FROM distill_runs")[0]
+        rows.append(Row("2g EDV's distiller is a third party (outside the group it distils)",
+                        "0 tasks", f"{inside} of {n} tasks", n > 0 and inside == 0,
+                        "distill_by: third_party — the paper's contrast needs an outside writer"))
+    return rows
 
 
 # ---------------------------------------------------------------- 4: contamination
@@ -188,12 +212,51 @@ def contamination_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
             off = [(dd, o, npz, round(s * nc / (1 - s))) for dd, o, nc, npz, _ in got
                    if abs(npz - round(s * nc / (1 - s))) > 1]
             reached = {f"{dd}{'/' + o if o else ''}": sr for dd, o, _nc, _np, sr in got}
+            beside = _twins_beside_hosts(run, method, s)
             rows.append(Row(f"4{'a' if method == 'edv' else 'c'} {method} contamination: share reached",
-                            f"{s:g} ± 1 item per domain", ", ".join(f"{k} {v:.3f}" for k, v in reached.items()),
-                            bool(got) and not off, f"off by more than one item: {off}" if off else
+                            f"{s:g} ± 1 item per domain" + (", twins beside hosts" if beside else ""),
+                            ", ".join(f"{k} {v:.3f}" for k, v in reached.items())
+                            + (f"; {beside[0]} of {beside[1]} twins away from their host" if beside else ""),
+                            bool(got) and not off and (not beside or beside[0] == 0),
+                            f"off by more than one item: {off}" if off else
                             "per domain (and per agent's bank for ReasoningBank)", {"reached": reached}))
             rows.append(_drop_row(run, ex, method, s, cfg.get("edv", {})))
     return rows
+
+
+def _routes_row(run: Run) -> Row:
+    """Admission as the method states it, read from the decisions against the votes: all
+    of a candidate's verifiers approve → shared, some → private (for those approvers),
+    none or no vote → discard. A specification check given the votes (2f beside it is
+    planted from the profile alone): ignored votes, swapped banks or a relaxed unanimity
+    route a candidate against its votes."""
+    got = run.rows("""
+        SELECT d.candidate_id, d.route, list_sort(coalesce(d.approvers, [])),
+               count(v.verifier), count(v.verifier) FILTER (WHERE v.approve),
+               list_sort(coalesce(list(v.verifier) FILTER (WHERE v.approve), []))
+        FROM decisions d LEFT JOIN votes v USING (candidate_id)
+        GROUP BY d.candidate_id, d.route, d.approvers""")
+    wrong = 0
+    for _c, route, approvers, n, yes, approving in got:
+        want = "discard" if yes == 0 else "shared" if yes == n else "private"
+        wrong += route != want or (want != "discard" and list(approvers) != list(approving))
+    return Row("2f· EDV routes each candidate as its votes say (given the votes)",
+               "0 candidates against their votes", f"{wrong} of {len(got)} candidates",
+               bool(got) and wrong == 0, "unanimous → shared, some → the approvers' private "
+               "banks, none → discard; read from the decisions and the votes tables")
+
+
+def _twins_beside_hosts(run: Run, method: str, share: float) -> tuple[int, int] | None:
+    """(twins not in their host's domain, bank and owner; twins) for EDV, whose hosts are
+    items of its bank; None for a method whose hosts are not bank items."""
+    if method != "edv":
+        return None
+    got = run.rows("SELECT count(*) FILTER (WHERE h.item_id IS NULL OR c.domain IS DISTINCT FROM "
+                   "h.domain OR c.bank IS DISTINCT FROM h.bank OR c.owner IS DISTINCT FROM h.owner), "
+                   "count(*) FROM contamination_items c LEFT JOIN memory_items h "
+                   "ON h.item_id = c.host_item_id WHERE c.method = ? AND c.condition = ?",
+                   method, f"poison@{share:g}")
+    return int(got[0][0]), int(got[0][1])
 
 
 def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict) -> Row:

@@ -114,6 +114,8 @@ def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
             _frozen_row(run, "5a· EDV evaluations read only their epoch's frozen bank", "edv",
                         {x: run.bank_ids(x) for x in epochs})]
     rows += _rise_row(run, "5a· EDV rise", "edv", given)
+    if e.get("retrieval_tau", 0.0) <= -1.0 and e.get("retrieval_scope") == "shared":
+        rows.append(_retrieval_row(run, k, snaps))
     q = (1 - level(e["epochs"] * len(ds))) / 2
     rng = {d: np.quantile(mc[d]["bank_sizes"], [q, 1 - q], axis=0) for d in ds}
     sizes = {(d, x): len(snaps[(d, x)]) for d in ds for x in range(e["epochs"])}
@@ -128,6 +130,27 @@ def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
     rows.append(construction_row(run, ex, k, snaps, {d: mc[d]["construction"] for d in ds}))
     rows += rb_epoch_rows(run, ex, ds, rb, n_train, reps)
     return rows
+
+
+def _retrieval_row(run: Run, k: int, snaps: dict) -> Row:
+    """EDV's retrieval as specified, given the bank: with τ = −1 and the shared scope every
+    evaluation episode of epoch E reads min(k, |shared bank of its domain after E|) items
+    (its test task wrote none). A specification check on the framework's own bank — the
+    bank's size is checked against the profile by the rows beside it — that moves when
+    retrieval returns nothing, too little or too much."""
+    want = {key: min(k, len(items)) for key, items in snaps.items()}
+    off, total, got = 0, 0, {}
+    for d, x, ids in run.rows("SELECT m.domain, m.epoch, e.retrieved_item_ids FROM method_results m "
+                              "JOIN episodes e USING (episode_id) WHERE m.method = 'edv'"):
+        n = len(ids or [])
+        total += 1
+        off += n != want.get((d, x), -1)
+        got.setdefault((d, x), []).append(n)
+    return Row("5a· EDV evaluations retrieve min(k, bank) items (τ = −1, given the bank)",
+               ", ".join(f"{d}/e{x} {n}" for (d, x), n in sorted(want.items())),
+               ", ".join(f"{d}/e{x} {np.mean(v):.2f}" for (d, x), v in sorted(got.items())),
+               total > 0 and off == 0, f"{off} of {total} evaluation episodes retrieved another "
+               "number of items than the specification gives for their epoch's frozen bank")
 
 
 def _growth_row(epochs: int, ds: list[str], sizes: dict, mc: dict, reps: int) -> Row:

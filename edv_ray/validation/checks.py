@@ -12,9 +12,10 @@ interval; ``PASS*`` marks a planted value outside it but inside the suite's inte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Callable
 
-from edv_ray.report.stats import PairedDiff, Rate
+from edv_ray.report.stats import PairedDiff, Rate, z_value
 
 FAMILY = 30  # verdict rows the suite holds at most (the Bonferroni family)
 
@@ -27,6 +28,21 @@ def level(cells: int = 1) -> float:
     return 1 - 0.05 / (FAMILY * max(1, cells))
 
 
+POWER = 0.8
+
+
+def detectable(lo95: float | None, hi95: float | None, cells: int = 1) -> float | None:
+    """The smallest bias δ (measured − planted) that the row's verdict detects with 80 %
+    power at this size: the verdict fails when |estimate − planted| exceeds z_fw·SE (z_fw:
+    the suite's level for one of ``cells`` cells), so δ = (z_fw + z_0.80)·SE, with SE read
+    off the 95 % interval's half-width (normal approximation; Wilson intervals near 0 or 1
+    are asymmetric, so there it is a rough figure)."""
+    if lo95 is None or hi95 is None:
+        return None
+    se = (hi95 - lo95) / (2 * z_value(0.95))
+    return (z_value(level(cells)) + float(NormalDist().inv_cdf(POWER))) * se
+
+
 @dataclass
 class Row:
     check: str  # "3a EDV − ReasoningBank (biased world)"
@@ -36,11 +52,26 @@ class Row:
     detail: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
     outside95: bool = False  # passed, but the planted value lies outside the 95 % interval
+    # the smallest bias (absolute, in the row's units) its verdict detects with 80 % power
+    # at this size (:func:`detectable`); None: the row has no interval of its own
+    detects: float | None = None
 
     def __post_init__(self) -> None:
         # verdicts computed on numpy floats are numpy bools: `ok is True` must hold
         self.ok = None if self.ok is None else bool(self.ok)
         self.outside95 = bool(self.outside95)
+        self.detects = None if self.detects is None else float(self.detects)
+
+    @property
+    def sensitivity(self) -> str:
+        """``±0.085 (17 %)``: the detectable bias, and relative to the planted value when
+        that is a rate or effect away from 0 (a relative figure near 0 says nothing)."""
+        if self.detects is None:
+            return "—"
+        planted = self.figures.get("planted")
+        rel = (f" ({self.detects / abs(planted):.0%})" if isinstance(planted, (int, float))
+               and abs(planted) >= 0.05 else "")
+        return f"±{self.detects:.3f}{rel}"
 
     @property
     def verdict(self) -> str:
@@ -86,7 +117,7 @@ def rate_row(check: str, planted: float, fn: RateFn, detail: str = "") -> Row:
     r95, rfw = fn(0.95), fn(level())
     return Row(check, num(planted), rate_text(r95), covers(rfw, planted), detail,
                {"planted": planted, **rate_fig(r95), "fw_lo": rfw.lo, "fw_hi": rfw.hi},
-               not covers(r95, planted))
+               not covers(r95, planted), detectable(r95.lo, r95.hi))
 
 
 def cells_row(check: str, cells: list[tuple[str, float, RateFn]], detail: str = "") -> Row:
@@ -99,10 +130,13 @@ def cells_row(check: str, cells: list[tuple[str, float, RateFn]], detail: str = 
     measured = ", ".join(f"{lab} {num(r.rate)} [{num(r.lo, 2)}, {num(r.hi, 2)}]" for lab, _p, r, _f in got)
     note = f"missed: {', '.join(missed)}" if missed else (
         f"outside the 95 % interval only: {', '.join(out95)}" if out95 else "")
+    # the row's sensitivity: its least sensitive cell (a bias in that cell alone)
+    worst = max((detectable(r.lo, r.hi, len(got)) or 0.0 for _l, _p, r, _f in got), default=None)
     return Row(check, planted, measured, bool(got) and not missed,
                "; ".join(x for x in (detail, note) if x),
                {"cells": [{"label": lab, "planted": p, **rate_fig(r), "fw_lo": f.lo, "fw_hi": f.hi}
-                          for lab, p, r, f in got]}, bool(out95))
+                          for lab, p, r, f in got],
+                "planted": min((p for _l, p, _r, _f in got), default=None)}, bool(out95), worst)
 
 
 def diff_row(check: str, planted: float, fn: DiffFn, detail: str = "",
@@ -121,7 +155,8 @@ def diff_row(check: str, planted: float, fn: DiffFn, detail: str = "",
     dfw = fn(level())
     ok = diff_covers(dfw, planted) and (not exclude_zero or d95.lo > 0 or d95.hi < 0)
     return Row(check, signed(planted), diff_text(d95), ok, detail,
-               {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted))
+               {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted),
+               detectable(d95.lo, d95.hi))
 
 
 def validity_row(name: str, failed: list[str]) -> Row:

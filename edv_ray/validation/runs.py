@@ -19,6 +19,7 @@ from rich.console import Console
 
 from edv_ray.validation.worlds import World
 
+INCOMPLETE = "the run did not complete"  # run_world's error (read by mutants.refused)
 MARK = "validation.json"  # written by the suite beside a finished run: config + code digest
 PACKAGE = Path(__file__).resolve().parent.parent  # the edv_ray package
 DOCS = ("README.md", "ARCHITECTURE.md")  # change no run
@@ -67,7 +68,7 @@ def run_world(world: World, reuse: bool = True, console: Console | None = None) 
     result = pipeline.execute(cfg, run_id, run_dir, console=console or Console(quiet=True),
                               show_progress=False)
     if not result.complete:
-        raise RuntimeError(f"validation world {world.name}: the run did not complete "
+        raise RuntimeError(f"validation world {world.name}: {INCOMPLETE} "
                            f"({result.errors} errored episodes; unfinished: {result.unfinished[:5]})"
                            f" — see {run_dir}")
     mark.write_text(json.dumps({"digest": digest(world), "world": world.name, "size": world.size}))

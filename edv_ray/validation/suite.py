@@ -106,11 +106,11 @@ def run_suite(size: str, output_dir: str | Path, reuse: bool = True, only: list[
 
 def print_table(rows: list[Row], console: Console) -> None:
     table = Table(title="Validation: planted vs measured", show_lines=False)
-    for col in ("check", "planted", "measured [interval]", "verdict"):
+    for col in ("check", "planted", "measured [interval]", "verdict", "detects (80 %)"):
         table.add_column(col, overflow="fold")
     for r in rows:
         style = {True: "green", False: "bold red", None: "dim"}[r.ok]
-        table.add_row(r.check, r.planted, r.measured, f"[{style}]{r.verdict}[/]")
+        table.add_row(r.check, r.planted, r.measured, f"[{style}]{r.verdict}[/]", r.sensitivity)
     console.print(table)
     for r in rows:
         if r.detail:
@@ -121,6 +121,8 @@ def print_table(rows: list[Row], console: Console) -> None:
 
 
 def markdown(rows: list[Row]) -> str:
-    out = ["| check | planted | measured [interval] | verdict |", "|---|---|---|---|"]
-    out += [f"| {r.check} | {r.planted} | {r.measured} | {r.verdict} |" for r in rows]
+    out = ["| check | planted | measured [interval] | verdict | detects (80 %) |",
+           "|---|---|---|---|---|"]
+    out += [f"| {r.check} | {r.planted} | {r.measured} | {r.verdict} | {r.sensitivity} |"
+            for r in rows]
     return "\n".join(out) + "\n"

@@ -1,0 +1,37 @@
+"""Each verdict row states the smallest bias it detects with 80 % power at its size
+(issue 27): the figure is checked against a simulation of the row's own verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edv_ray.report.stats import clustered_rate
+from edv_ray.validation.checks import Row, detectable, rate_row
+
+
+def test_a_bias_of_the_stated_size_fails_the_verdict_80_percent_of_the_time():
+    """Cells of 40 tasks × 3 trials at a true rate 0.5 + δ, planted 0.5: the share of
+    repetitions whose rate row fails is ~0.80 at the δ the row states."""
+    rng = np.random.default_rng(3)
+    tasks, trials, planted = 40, 3, 0.5
+
+    def row(p_true: float) -> Row:
+        u = np.clip(rng.beta(4, 4, tasks) + (p_true - 0.5), 0, 1)
+        succ = rng.binomial(trials, u)
+        return rate_row("x", planted, lambda conf: clustered_rate(succ, [trials] * tasks, confidence=conf))
+
+    stated = float(np.median([row(planted).detects for _ in range(200)]))
+    assert 0.1 < stated < 0.4
+    fails = [row(planted + stated).ok is False for _ in range(600)]
+    assert 0.72 <= float(np.mean(fails)) <= 0.88, np.mean(fails)
+    # a correct framework (no bias) fails the row almost never (the suite's level)
+    assert float(np.mean([row(planted).ok is False for _ in range(300)])) < 0.02
+
+
+def test_the_sensitivity_is_printed_absolute_and_relative():
+    r = Row("x", "0.500", "m", True, figures={"planted": 0.5}, detects=0.1)
+    assert r.sensitivity == "±0.100 (20%)"
+    assert Row("x", "0", "m", True, figures={"planted": 0.0}, detects=0.1).sensitivity == "±0.100"
+    assert Row("x", "0", "m", None).sensitivity == "—"
+    # wider intervals (more cells in the row: a stricter level) detect only larger biases
+    assert detectable(0.4, 0.6, cells=4) > detectable(0.4, 0.6) > detectable(0.45, 0.55)
