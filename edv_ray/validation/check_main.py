@@ -16,15 +16,10 @@ from edv_ray.validation.expect import Expect
 from edv_ray.validation.measure import Run, clustered_fn
 
 
-def domains(run: Run) -> list[str]:
-    return [d for (d,) in run.rows("SELECT DISTINCT domain FROM selection WHERE selection = 'test' "
-                                   "ORDER BY 1")]
-
-
 # ---------------------------------------------------------------- 1: routing and rates
 
 def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
-    ds = domains(run)
+    ds = ex.domains
     picks = run.rows("SELECT method, task_type, solver, count(*) FROM routing "
                      "WHERE method IN ('router', 'edv') GROUP BY ALL ORDER BY ALL")
     planted = {d: ex.best(d)[0] for d in ds}
@@ -45,11 +40,11 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
     per = run.rows("SELECT agent, task_type, domain, task_id, count(*) FILTER (WHERE success), "
                    "count(*) FROM method_episodes WHERE used_by = 'router' AND stage = 'execute' "
                    "GROUP BY ALL")
-    cells = sorted({(a, t) for a, t, *_ in per})
+    cells = [(a, t) for a in ex.executors for t in ds]
     counts = {c: (sum(n for a, t, _d, _i, _s, n in per if (a, t) == c),
                   sum(s for a, t, _d, _i, s, _n in per if (a, t) == c)) for c in cells}
     stored = {(a, k): (int(n or 0), int(s or 0)) for k, a, n, s in matrix}
-    same = all(stored.get(c) == counts[c] for c in cells)
+    same = all(stored.get(c) == counts[c] for c in cells if c in counts)
     row = cells_row("1b Ability Matrix cells = planted P(success | agent, type)",
                     [(f"{a}/{t}", ex.p(a, t), clustered_fn(((d, i), s, n) for aa, tt, d, i, s, n
                                                            in per if (aa, tt) == (a, t)))
@@ -73,17 +68,23 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
 
 def _judge_pick_row(run: Run, ex: Expect, judge: str) -> Row:
     """The Judge's pick among mixed runs (some passed, some failed): P(it picks a passing
-    one) as planted for a judge shown no grades — one shown them picks the passing run."""
+    one) as planted for a judge shown no grades — one shown them picks the passing run.
+    Planted from the profile (each domain weighted by its expected mixed tasks); the same
+    given the runs each pick saw is in the detail."""
+    mixed = {d: ex.judge_pick_mixed(judge, d) for d in ex.domains}
+    weight = {d: ex.n_test(d) * mixed[d][0] for d in ex.domains}
+    planted = sum(weight[d] * mixed[d][1] for d in ex.domains) / (sum(weight.values()) or 1.0)
     picks = run.rows("SELECT domain, task_id, candidate_agents, candidate_success, picked_success "
                      "FROM judge_picks WHERE status = 'ok' AND any_success "
                      "AND NOT list_bool_and(candidate_success)")
-    planted = [sum(p for p, ok in zip(ex.o.judge_pick_distribution(
+    given = [sum(p for p, ok in zip(ex.o.judge_pick_distribution(
         judge, list(outs), [a == judge for a in agents]), outs) if ok)
         for _d, _t, agents, outs, _ok in picks]
     return rate_row("1e· Judge picks a passing run among mixed runs = planted (no grades shown)",
-                    sum(planted) / len(planted) if planted else 0.0,
-                    clustered_fn(((d, t), int(bool(ok)), 1) for d, t, _a, _o, ok in picks),
-                    f"{len(picks)} picks with passing and failing runs shown")
+                    planted, clustered_fn(((d, t), int(bool(ok)), 1) for d, t, _a, _o, ok in picks),
+                    f"{len(picks)} picks with passing and failing runs shown (planted "
+                    f"{sum(weight.values()):.1f}); given the runs each saw: "
+                    f"{sum(given) / len(given) if given else 0.0:.3f}")
 
 
 # ---------------------------------------------------------------- 2: RB's judge audit
@@ -106,12 +107,10 @@ def rb_audit_rows(run: Run, ex: Expect) -> list[Row]:
 
 def margin_rows(run: Run, ex: Expect, cfg: dict, label: str, number: str, reps: int) -> list[Row]:
     """EDV − ReasoningBank (mean of domain scores), planted vs measured, and each side."""
-    ds = domains(run)
+    ds = ex.domains
     e, rb = cfg.get("edv", {}), cfg.get("reasoning_bank", {})
-    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
-                            "GROUP BY 1"))
     edv = {d: ex.edv_inference(d, e) for d in ds}
-    curve = ex.rb_curve({d: (d, int(n_train[d])) for d in ds}, rb, rb.get("epochs", 1), reps=reps)
+    curve = ex.rb_curve({d: (d, ex.n_train(d)) for d in ds}, rb, rb.get("epochs", 1), reps=reps)
     rbv = curve[max(curve)]
     planted = sum(edv[d] - rbv[d] for d in ds) / len(ds)
     beats = planted > 0.02
@@ -173,11 +172,9 @@ def admission_rows(run: Run, ex: Expect, e: dict) -> list[Row]:
     over every domain (its planted value weighted by the candidates each domain's training
     tasks are expected to give — design and profile only), so it has the power to see
     ignored votes, a relaxed unanimity or swapped banks."""
-    ds = domains(run)
-    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
-                            "GROUP BY 1"))
+    ds = ex.domains
     bank = {d: ex.edv_bank(d, e) for d in ds}
-    weight = {d: n_train.get(d, 0) * bank[d]["candidates"] for d in ds}
+    weight = {d: ex.n_train(d) * bank[d]["candidates"] for d in ds}
     total = sum(weight.values()) or 1.0
     planted = {w: sum(weight[d] * bank[d]["p_admitted"][w] for d in ds) / total
                for w in ("shared", "private", "discard")}
@@ -214,13 +211,15 @@ def contamination_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
             reached = {f"{dd}{'/' + o if o else ''}": sr for dd, o, _nc, _np, sr in got}
             beside = _twins_beside_hosts(run, method, s)
             rows.append(Row(f"4{'a' if method == 'edv' else 'c'} {method} contamination: share reached",
-                            f"{s:g} ± 1 item per domain" + (", twins beside hosts" if beside else ""),
+                            f"{s:g} ± 1 item per domain" + (", twins beside hosts" if method == "edv"
+                                                            else ""),
                             ", ".join(f"{k} {v:.3f}" for k, v in reached.items())
                             + (f"; {beside[0]} of {beside[1]} twins away from their host" if beside else ""),
                             bool(got) and not off and (not beside or beside[0] == 0),
                             f"off by more than one item: {off}" if off else
                             "per domain (and per agent's bank for ReasoningBank)", {"reached": reached}))
-            rows.append(_drop_row(run, ex, method, s, cfg.get("edv", {})))
+            rows.append(_drop_row(run, ex, method, s, cfg.get("edv", {}),
+                                  cfg.get("reasoning_bank", {})))
     return rows
 
 
@@ -259,34 +258,36 @@ def _twins_beside_hosts(run: Run, method: str, share: float) -> tuple[int, int] 
     return int(got[0][0]), int(got[0][1])
 
 
-def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict) -> Row:
-    """Clean − contaminated on the same tasks: planted = poison items retrieved per episode
-    × (harm per wrong item + for EDV the planted value of the clean item a twin displaces)."""
-    cond = f"{method}+poison@{share:g}"
+def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict, rb: dict) -> Row:
+    """Clean − contaminated on the same tasks, planted from the profile and the design:
+    poison items an episode retrieves if twins are retrieved like the clean items they sit
+    beside (EDV's take a ``share`` of its ``k`` shared slots; ReasoningBank's ride along
+    with their host entry's items, ``share / (1 − share)`` per clean item of the ``k``
+    entries it reads) × (harm per wrong item + for EDV the planted value of the clean item
+    a twin displaces). What the run retrieved is in the detail."""
     mem = ex.o.profile.memory
-    poison = {i for (i,) in run.rows("SELECT item_id FROM contamination_items WHERE "
-                                     "method || '+' || condition = ?", cond)}
-    got: dict[str, list[int]] = {}
-    for d, ids in run.rows("SELECT m.domain, e.retrieved_item_ids FROM method_results m JOIN "
-                           "episodes e USING (episode_id) WHERE m.method = ?", cond):
-        got.setdefault(d, []).append(sum(i in poison for i in ids or []))
-    per = {d: sum(v) / len(v) for d, v in got.items()}
-    kret = dict(run.rows("SELECT m.domain, avg(len(e.retrieved_item_ids)) FROM method_results m "
-                         "JOIN episodes e USING (episode_id) WHERE m.method = ? GROUP BY 1", method))
-    # twins expected per episode if they are retrieved like the items they sit beside:
-    # EDV's take a share of k slots, RB's ride along with their host entry's items
-    like = share if method == "edv" else share / (1 - share)
-    ds = domains(run)
+    ds = ex.domains
+    if method == "edv":
+        per_episode = share * e.get("retrieval_k", 3)
+    else:
+        cap = rb.get("max_items") or 3
+        items = float(np.mean([min(ex.o.items_per_answer(a), cap) for a in ex.executors]))
+        per_episode = share / (1 - share) * rb.get("retrieval_k", 1) * items
     planted = 0.0
     for d in ds:
         displaced = 0.0
         if method == "edv":
             q = ex.edv_bank(d, e)["q"]
             displaced = mem.gain_correct * q - mem.harm_wrong * (1 - q)
-        planted += per.get(d, 0.0) * (mem.harm_wrong + displaced) / len(ds)
+        planted += per_episode * (mem.harm_wrong + displaced) / len(ds)
+    cond = f"{method}+poison@{share:g}"
+    poison = {i for (i,) in run.rows("SELECT item_id FROM contamination_items WHERE "
+                                     "method || '+' || condition = ?", cond)}
+    got: dict[str, list[int]] = {}
+    for dom, ids in run.rows("SELECT m.domain, e.retrieved_item_ids FROM method_results m JOIN "
+                             "episodes e USING (episode_id) WHERE m.method = ?", cond):
+        got.setdefault(dom, []).append(sum(i in poison for i in ids or []))
     return diff_row(f"4{'b' if method == 'edv' else 'd'} {method} contamination drop (clean − poisoned)",
                     planted, run.paired_fn(method, cond),
-                    "poison items retrieved per episode: " + ", ".join(
-                        f"{d} {per.get(d, 0.0):.2f} (if retrieved like clean items: "
-                        f"{like * float(kret.get(d) or 0):.2f})" for d in ds))
-
+                    f"poison items retrieved per episode: planted {per_episode:.2f}, the run: "
+                    + ", ".join(f"{dom} {np.mean(v):.2f}" for dom, v in sorted(got.items())))

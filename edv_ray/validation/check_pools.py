@@ -19,8 +19,7 @@ import itertools
 
 import numpy as np
 
-from edv_ray.validation.check_main import domains
-from edv_ray.validation.checks import Row, cells_row, diff_row, level, rate_row
+from edv_ray.validation.checks import Row, cells_row, diff_row, level, predicted, range_row, rate_row
 from edv_ray.validation.expect import Expect
 from edv_ray.validation.measure import Run, clustered_fn, paired_scores
 
@@ -29,7 +28,7 @@ from edv_ray.validation.measure import Run, clustered_fn, paired_scores
 
 def verification_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
     e = cfg.get("edv", {})
-    ds = domains(run)
+    ds = ex.domains
     planted = sum(ex.edv_bank(d, e)["p_approve_all_failed"] for d in ds) / len(ds)
     view = run.rows("SELECT p_approve_given_failed, votes_all_failed FROM verification_audit "
                     "WHERE verifier_type = 'executor'")
@@ -50,7 +49,7 @@ def verification_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
 # ---------------------------------------------------------------- 5: heterogeneity, seeds
 
 def heterogeneity_rows(hom: Run, het: Run, ex_hom: Expect, ex_het: Expect) -> list[Row]:
-    ds = domains(het)
+    ds = ex_het.domains
     g_het = sum(ex_het.routing_gain(d) for d in ds) / len(ds)
     g_hom = sum(ex_hom.routing_gain(d) for d in ds) / len(ds)
     rows = [diff_row("5d routing gain (Router − No-Memory), homogeneous pool", g_hom,
@@ -82,7 +81,7 @@ def seed_rows(run: Run, ex: Expect) -> list[Row]:
     for (d, t, _trial), outs in by.items():
         pairs = list(itertools.combinations(sorted(outs), 2))
         units.append(((d, t), sum(outs[a] == outs[b] for a, b in pairs), len(pairs)))
-    ds = domains(run)
+    ds = ex.domains
     seeds = run.request_seeds()
     return [rate_row("5g distinct seeds act independently: P(two agents' runs agree)",
                      sum(ex.agreement(d) for d in ds) / len(ds), clustered_fn(units),
@@ -98,29 +97,30 @@ def _snapshot(run: Run, epoch: int, domain: str, ex: Expect) -> list[tuple[bool,
 
 
 def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
-    ds = domains(run)
+    ds = ex.domains
     e, rb = cfg["edv"], cfg["reasoning_bank"]
     k = e.get("retrieval_k", 3)
-    n_train = dict(run.rows("SELECT domain, count(*) FROM selection WHERE selection = 'train' "
-                            "GROUP BY 1"))
     # one seed per domain: the domains' bank sizes are independent draws, so they add up
-    mc = {d: ex.edv_curve(d, int(n_train[d]), e, reps=reps, seed=i) for i, d in enumerate(ds)}
+    mc = {d: ex.edv_curve(d, ex.n_train(d), e, reps=reps, seed=i) for i, d in enumerate(ds)}
     epochs = sorted(x for (x,) in run.rows("SELECT DISTINCT epoch FROM method_results WHERE "
                                            "method = 'edv'"))
     snaps = {(d, x): _snapshot(run, x, d, ex) for d in ds for x in range(e["epochs"])}
     given = _given_retrieved(run, ex, "edv")
-    rows = [_curve_row(run, "5a EDV epoch curve = planted given what each epoch retrieved", "edv",
-                       given, {d: mc[d]["inference"] for d in ds}, e["epochs"]),
-            _frozen_row(run, "5a· EDV evaluations read only their epoch's frozen bank", "edv",
-                        {x: run.bank_ids(x) for x in epochs})]
-    rows += _rise_row(run, "5a· EDV rise", "edv", given)
+    rows = _profile_curve_rows(run, "5a EDV", "edv", {d: mc[d]["inference_reps"] for d in ds},
+                               {d: ex.n_test(d) for d in ds})
+    rows += [_curve_row(run, "5a· EDV epoch curve = planted given what each epoch retrieved", "edv",
+                        given, {d: mc[d]["inference"] for d in ds}, e["epochs"]),
+             _frozen_row(run, "5a· EDV evaluations read only their epoch's frozen bank", "edv",
+                         {x: run.bank_ids(x) for x in epochs})]
+    rows += _rise_row(run, "5a· EDV rise given what each epoch retrieved", "edv", given)
     if e.get("retrieval_tau", 0.0) <= -1.0 and e.get("retrieval_scope") == "shared":
         rows.append(_retrieval_row(run, k, snaps))
     q = (1 - level(e["epochs"] * len(ds))) / 2
     rng = {d: np.quantile(mc[d]["bank_sizes"], [q, 1 - q], axis=0) for d in ds}
     sizes = {(d, x): len(snaps[(d, x)]) for d in ds for x in range(e["epochs"])}
     rows.append(Row("5a· EDV shared bank size per epoch within the planted range",
-                    ", ".join(f"{d}/e{x} [{int(rng[d][0][x])}, {int(rng[d][1][x])}]" for d, x in sizes),
+                    ", ".join(f"{d}/e{x} [{int(rng[d][0][x])}, {int(rng[d][1][x])}]"
+                              for d in ds for x in range(e["epochs"])),
                     ", ".join(f"{d}/e{x} {n}" for (d, x), n in sizes.items()),
                     all(rng[d][0][x] <= n <= rng[d][1][x] for (d, x), n in sizes.items()),
                     f"Monte Carlo range of the shared bank after each epoch ({reps} reps; mean "
@@ -128,7 +128,8 @@ def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
                                 for d in ds) + ")"))
     rows.append(_growth_row(e["epochs"], ds, sizes, mc, reps))
     rows.append(construction_row(run, ex, k, snaps, {d: mc[d]["construction"] for d in ds}))
-    rows += rb_epoch_rows(run, ex, ds, rb, n_train, reps)
+    rows.append(_construction_range_row(run, ex, e, {d: mc[d]["construction_reps"] for d in ds}))
+    rows += rb_epoch_rows(run, ex, rb, reps)
     return rows
 
 
@@ -268,7 +269,7 @@ def construction_row(run: Run, ex: Expect, k: int, snaps: dict, mc: dict) -> Row
                       clustered_fn(((d, t), int(s), 1) for _d, _x, _a, t, s, _m in mine)))
     used = sum(r[5] for r in got)
     n_epochs = max(len(v) for v in mc.values())
-    row = cells_row("5b EDV construction epochs ≥ 1 = planted rate with the memory they read", cells,
+    row = cells_row("5b· EDV construction epochs ≥ 1 = planted given the memory they read", cells,
                     f"{used}/{len(got)} of them retrieved memory; without memory: "
                     + ", ".join(f"{d} {ex.no_memory(d):.3f}" for d in mc) + "; unconditional Monte "
                     "Carlo: " + "; ".join(f"{d} " + ", ".join(f"e{x} {v:.3f}" for x, v in enumerate(c)
@@ -279,19 +280,66 @@ def construction_row(run: Run, ex: Expect, k: int, snaps: dict, mc: dict) -> Row
     return row
 
 
-def rb_epoch_rows(run: Run, ex: Expect, ds: list[str], rb: dict, n_train: dict, reps: int) -> list[Row]:
-    """ReasoningBank's curve given each agent's bank after each epoch (latest entry per
-    task; the oracle reads its items' truth)."""
+def rb_epoch_rows(run: Run, ex: Expect, rb: dict, reps: int) -> list[Row]:
+    """ReasoningBank's curve: within the planted range of the profile's Monte Carlo, and
+    given each agent's bank after each epoch (latest entry per task; the oracle reads its
+    items' truth)."""
+    ds = ex.domains
     given = _given_retrieved(run, ex, "reasoning_bank")
     epoch_of = dict(run.rows("SELECT entry_id, epoch FROM rb_entries"))
     rb_epochs = sorted({x for _d, x in given})
     allowed = {x: {e for e, ep in epoch_of.items() if ep <= x} for x in rb_epochs}
-    mc = ex.rb_curve({d: (d, int(n_train[d])) for d in ds}, rb, rb.get("epochs", 1),
-                     reps=max(100, reps // 4))
-    rows = [_curve_row(run, "5c ReasoningBank epoch curve = planted given what each epoch retrieved",
-                       "reasoning_bank", given, {d: [mc[x][d] for x in sorted(mc)] for d in ds},
-                       rb.get("epochs", 1)),
-            _frozen_row(run, "5c· ReasoningBank evaluations read only what was learned by their epoch",
-                        "reasoning_bank", allowed, entry=True),
-            _latest_row(run)]
-    return rows + _rise_row(run, "5c· ReasoningBank rise", "reasoning_bank", given)
+    per_rep = ex.rb_curve_reps({d: (d, ex.n_train(d)) for d in ds}, rb, rb.get("epochs", 1),
+                               reps=max(100, reps // 4))
+    mc = {x: {d: float(per_rep[:, x, j].mean()) for j, d in enumerate(ds)}
+          for x in range(per_rep.shape[1])}
+    rows = _profile_curve_rows(run, "5c ReasoningBank", "reasoning_bank",
+                               {d: per_rep[:, :, j] for j, d in enumerate(ds)},
+                               {d: ex.n_test(d) * len(ex.executors) for d in ds})
+    rows += [_curve_row(run, "5c· ReasoningBank epoch curve = planted given what each epoch retrieved",
+                        "reasoning_bank", given, {d: [mc[x][d] for x in sorted(mc)] for d in ds},
+                        rb.get("epochs", 1)),
+             _frozen_row(run, "5c· ReasoningBank evaluations read only what was learned by their epoch",
+                         "reasoning_bank", allowed, entry=True),
+             _latest_row(run)]
+    return rows + _rise_row(run, "5c· ReasoningBank rise given what each epoch retrieved",
+                            "reasoning_bank", given)
+
+
+# ---------------------------------------------------------------- 5: profile-only ranges
+
+def _profile_curve_rows(run: Run, name: str, method: str, reps: dict, n_eval: dict) -> list[Row]:
+    """The epoch curve and its rise against the profile's Monte Carlo alone (``reps``:
+    domain → repetitions × epochs of the expected test Pass@1; ``n_eval``: evaluation
+    episodes per domain and epoch, from the design): what the run measured must lie in
+    the range the Monte Carlo predicts for a run of this design."""
+    ds = sorted(reps)
+    epochs = min(v.shape[1] for v in reps.values())
+    sims = {(d, x): predicted(reps[d][:, x], n_eval[d], seed=100 * i + x)
+            for i, d in enumerate(ds) for x in range(epochs)}
+    cells = [(f"{d}/e{x}", sims[(d, x)], run.cell_fn(method, d, epoch=x)(0.95).rate)
+             for d in ds for x in range(epochs)]
+    rows = [range_row(f"{name} epoch curve within the planted range (profile and design only)",
+                      cells, "range of the measured Pass@1 over the Monte Carlo's repetitions "
+                      "and the episodes' binomial draws")]
+    if epochs > 1:  # the rise: last − first, the mean over domains, paired draws per repetition
+        rise = np.mean([sims[(d, epochs - 1)] - sims[(d, 0)] for d in ds], axis=0)
+        got = paired_scores(run.task_scores(method, epochs - 1), run.task_scores(method, 0), 0.95)
+        rows.append(range_row(f"{name} rise e0 → e{epochs - 1} within the planted range "
+                              "(profile and design only)", [("rise", rise, got.diff)],
+                              "paired by task; range over the Monte Carlo's repetitions"))
+    return rows
+
+
+def _construction_range_row(run: Run, ex: Expect, e: dict, reps: dict) -> Row:
+    """EDV's construction epochs ≥ 1 against the profile's Monte Carlo alone: the
+    memory-guided construction rate of a run of this design (``n_train`` × group size
+    executions per domain and epoch)."""
+    got = dict(((d, x), r) for d, x, r in run.rows(
+        "SELECT domain, epoch, avg(success::DOUBLE) FROM method_episodes WHERE used_by = 'edv' "
+        "AND stage = 'execute' AND epoch > 0 GROUP BY ALL"))
+    n = e.get("n_executors", 2)
+    cells = [(f"{d}/e{x}", predicted(reps[d][:, x], ex.n_train(d) * n, seed=7 * i + x),
+              got.get((d, x))) for i, d in enumerate(sorted(reps)) for x in range(1, reps[d].shape[1])]
+    return range_row("5b EDV construction epochs ≥ 1 within the planted range (profile and design "
+                     "only)", cells, "a run that reads no memory after epoch 0 falls below it")

@@ -132,12 +132,12 @@ def planted_coverage(reps: int, tasks: int = 20, trials: int = TRIALS, delta: fl
 
 def framework_coverage(run, ex) -> Row:
     """No-Memory's per-agent cells of a run whose agents all share one planted rate."""
-    agents = run.scored().agent_names(run.group, "no_memory")
+    agents, domain = ex.executors, ex.domains[0]  # the design's, not the run's
     hits, shape, exact, c = 0, "", "", None
-    p = ex.p(agents[0], run.scored().domains[0])
+    p = ex.p(agents[0], domain)
     for a in agents:
-        c = run.cell("no_memory", run.scored().domains[0], agent=a)
-        hits += c.lo <= ex.p(a, run.scored().domains[0]) <= c.hi
+        c = run.cell("no_memory", domain, agent=a)
+        hits += c.lo <= ex.p(a, domain) <= c.hi
         shape = f"{c.tasks} tasks, n = {c.n} each"
     if c is not None and c.tasks and c.n % c.tasks == 0 and c.n // c.tasks <= 4 and c.tasks <= 40:
         exact = (f"; exact coverage of this interval at {c.tasks} × {c.n // c.tasks}: "

@@ -30,15 +30,29 @@ from edv_ray.simulation.oracle import Oracle
 
 
 class Expect:
-    """The planted world of one run: ``profile`` (its ``simulation:`` section) and its
-    executors, distillers and the pool's names."""
+    """The planted world of one run: ``profile`` (its ``simulation:`` section), its
+    executors, distillers and the pool's names, and ``design`` (a
+    :class:`~edv_ray.validation.worlds.Design`: domains, tasks per domain, trials — read
+    from the world's config, never from the run)."""
 
     def __init__(self, profile: dict, executors: list[str], pool: list[str],
-                 distillers: list[str] | None = None) -> None:
+                 distillers: list[str] | None = None, design=None) -> None:
         self.o = Oracle(profile)
         self.executors = sorted(executors)
         self.pool = list(pool)
         self.distillers = list(distillers or [])
+        self.design = design
+
+    @property
+    def domains(self) -> list[str]:
+        """The design's domains, sorted (one planted task type each)."""
+        return sorted(self.design.domains)
+
+    def n_train(self, domain: str) -> int:
+        return self.design.n_train[domain]
+
+    def n_test(self, domain: str) -> int:
+        return self.design.n_test[domain] * self.design.trials
 
     # ---- acting ------------------------------------------------------------------------
     @functools.lru_cache(maxsize=65536)
@@ -86,6 +100,20 @@ class Expect:
             total += prob * self.o.p_judge_picks_pass(judge, list(outs),
                                                       [a == judge for a in self.executors])
         return float(total)
+
+    def judge_pick_mixed(self, judge: str, ttype: str) -> tuple[float, float]:
+        """(P(the executors' runs of a task are mixed: some pass, some fail), P(the Judge
+        picks a passing run | mixed)) — the judge shown no grades, outcomes independent."""
+        mixed = picks = 0.0
+        for outs in itertools.product([True, False], repeat=len(self.executors)):
+            if all(outs) or not any(outs):
+                continue
+            prob = np.prod([self.p(a, ttype) if s else 1 - self.p(a, ttype)
+                            for a, s in zip(self.executors, outs)])
+            mixed += prob
+            picks += prob * self.o.p_judge_picks_pass(judge, list(outs),
+                                                      [a == judge for a in self.executors])
+        return float(mixed), float(picks / mixed) if mixed else 0.0
 
     def p_correct_pick(self, ttype: str, attempts: dict[str, int], sims: int = 20000,
                        seed: int = 0) -> float:
@@ -174,12 +202,19 @@ class Expect:
         training tasks)), retrieving the latest entries of ``k`` random distinct other
         tasks, self-judging, and appending an entry of items whose quality depends on
         whether its label was right."""
+        v = self.rb_curve_reps(domains, rb, epochs, reps, seed)
+        return {e: {d: float(v[:, e, j].mean()) for j, d in enumerate(domains)} for e in range(epochs)}
+
+    def rb_curve_reps(self, domains: dict[str, tuple[str, int]], rb: dict, epochs: int,
+                      reps: int = 2000, seed: int = 0) -> np.ndarray:
+        """:meth:`rb_curve` per repetition: reps × epochs × domains (in ``domains``' order),
+        each the test Pass@1 pooled over the executors' banks of that repetition."""
         rng = np.random.default_rng(seed)
         k, cap = rb.get("retrieval_k", 1), rb.get("max_items") or 3
-        out = {e: {d: 0.0 for d in domains} for e in range(epochs)}
+        out = np.zeros((reps, epochs, len(domains)))
         for agent in self.executors:
             n_items = min(self.o.items_per_answer(agent), cap)
-            for _ in range(reps):
+            for rep in range(reps):
                 entries = {d: {} for d in domains}
                 for e in range(epochs):
                     for d, (ttype, n_train) in domains.items():
@@ -191,10 +226,9 @@ class Expect:
                             pi = self.o.p_item_correct(agent, contrast=False, own=True,
                                                        sees_reward=False, mislabeled=said_ok != ok)
                             entries[d][i] = int((rng.random(n_items) < pi).sum()), n_items
-                    for d, (ttype, _n) in domains.items():
-                        out[e][d] += self._rb_eval(agent, ttype, list(entries[d].values()), k, rng)
-        scale = reps * len(self.executors)
-        return {e: {d: v / scale for d, v in row.items()} for e, row in out.items()}
+                    for j, (d, (ttype, _n)) in enumerate(domains.items()):
+                        out[rep, e, j] += self._rb_eval(agent, ttype, list(entries[d].values()), k, rng)
+        return out / len(self.executors)
 
     def rb_given(self, agent: str, ttype: str, entries: list[tuple[int, int]], k: int,
                  seed: int = 0) -> float:
@@ -215,8 +249,9 @@ class Expect:
                   seed: int = 0) -> dict[str, list[float]]:
         """EDV over ``epochs``: per epoch, the mean P(success) of its construction runs
         (memory-guided from epoch 1: the bank frozen after the epoch before, without the
-        task's own items) and of its routed test runs after the epoch, and the shared
-        bank's size after each epoch in every repetition (``bank_sizes``, reps × epochs).
+        task's own items) and of its routed test runs after the epoch, and per repetition
+        (reps × epochs) the shared bank's size after each epoch (``bank_sizes``) and both
+        rates (``construction_reps``, ``inference_reps``).
         Shared bank only (``retrieval_scope: shared``)."""
         if e.get("retrieval_scope", "both") != "shared":
             raise NotImplementedError("the epoch expectation models retrieval_scope: shared")
@@ -224,7 +259,7 @@ class Expect:
         epochs, k = e.get("epochs", 1), e.get("retrieval_k", 3)
         solver = self.best(ttype)[0]
         groups = list(itertools.combinations(self.executors, e.get("n_executors", 2)))
-        construct, evals = np.zeros(epochs), np.zeros(epochs)
+        construct, evals = np.zeros((reps, epochs)), np.zeros((reps, epochs))
         sizes = np.zeros((reps, epochs), dtype=int)
         for rep in range(reps):
             bank: list[tuple[bool, int]] = []  # (right, source task)
@@ -240,11 +275,11 @@ class Expect:
                         ps.append(self.p(a, ttype, r, w))
                         outs.append(rng.random() < ps[-1])
                     bank += self._edv_write(rng, ttype, e, group, outs, i)
-                construct[ep] += np.mean(ps)
-                evals[ep] += self.from_bank(solver, ttype, k, sum(ok for ok, _ in bank), len(bank))
+                construct[rep, ep] = np.mean(ps)
+                evals[rep, ep] = self.from_bank(solver, ttype, k, sum(ok for ok, _ in bank), len(bank))
                 sizes[rep, ep] = len(bank)
-        return {"construction": list(construct / reps), "inference": list(evals / reps),
-                "bank_sizes": sizes}
+        return {"construction": list(construct.mean(axis=0)), "inference": list(evals.mean(axis=0)),
+                "bank_sizes": sizes, "construction_reps": construct, "inference_reps": evals}
 
     def _edv_write(self, rng, ttype, e, group, outs, task) -> list[tuple[bool, int]]:
         contrast = any(outs) and not all(outs)

@@ -32,7 +32,7 @@ COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
 def expect_for(world: World) -> Expect:
     cfg = world.config
     return Expect(world.profile, cfg["roles"]["executors"], [a["name"] for a in cfg["agents"]],
-                  cfg["roles"].get("distillers"))
+                  cfg["roles"].get("distillers"), world.design())
 
 
 def _base_rows(world: World, run: Run, ex: Expect) -> list[Row]:

@@ -45,6 +45,29 @@ class World:
     def run_config(self) -> RunConfig:
         return load_config_dict(copy.deepcopy(self.config), source=f"validation world {self.name}")
 
+    def design(self) -> Design:
+        """The world's design from its config alone: the tasks of each domain's training
+        and test selections (what the run should select) and the trials."""
+        b = self.config["benchmark"]
+        exclude = self.meta.get("exclude", {})
+        ds = list(b["domains"])
+        train = selected(b["train_task_ids"], ds, b.get("train_split", "train"), exclude)
+        test = selected(b["task_ids"], ds, b.get("split", "test"), exclude)
+        return Design(ds, {d: len(v) for d, v in train.items()},
+                      {d: len(v) for d, v in test.items()}, int(self.config["runtime"]["trials"]))
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a world's config asks for — the planted values' only input besides the
+    profile: its domains (one planted task type each), training and test tasks per
+    domain, trials per test task."""
+
+    domains: list[str]
+    n_train: dict[str, int]
+    n_test: dict[str, int]
+    trials: int
+
 
 def declare_identities(cfg: dict[str, Any]) -> None:
     """Every agent its model's profile lists gets, as its planted ``identity``, what its
