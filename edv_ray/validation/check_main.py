@@ -196,6 +196,25 @@ def admission_rows(run: Run, ex: Expect, e: dict) -> list[Row]:
     return rows
 
 
+def gain_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
+    """EDV's two gains, each planted and measured on its own: the memory gain (EDV −
+    Router: both route to the solver the Ability Matrix ranks first, EDV then retrieves
+    ``k`` shared items of the bank's planted quality) and the routing gain (Router −
+    No-Memory: the best agent's rate against the pool's mean)."""
+    e, ds = cfg.get("edv", {}), ex.domains
+    memory = sum(ex.edv_inference(d, e) - ex.best(d)[1] for d in ds) / len(ds)
+    routing = sum(ex.routing_gain(d) for d in ds) / len(ds)
+    return [diff_row("3c EDV's memory gain: EDV − Router (the same routing)", memory,
+                     run.paired_fn("edv", "router"), "planted: k shared items of the bank's "
+                     "planted quality; the 95 % interval must exclude 0", exclude_zero=True),
+            diff_row("3d EDV's routing gain: Router − No-Memory", routing,
+                     run.paired_fn("router", "no_memory"), "planted: the best agent's rate "
+                     "against the pool's mean; the 95 % interval must exclude 0", exclude_zero=True),
+            cells_row("3c· EDV Pass@1 per type (closed form)",
+                      [(d, ex.edv_inference(d, e), run.cell_fn("edv", d)) for d in ds],
+                      bank_detail(run, ex, ds, e))]
+
+
 # ---------------------------------------------------------------- 4: contamination
 
 def contamination_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:

@@ -46,12 +46,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("retrieval_nothing", "EDV's retrieval returns nothing",
            (_edit("edv_ray/methods/edv/retrieval.py",
                   "if len(bank) == 0 or not observed_text.strip():", "if True:"),),
-           ("main", "epochs")),
+           ("main", "epochs", "gains")),
     Mutant("votes_ignored", "verifier votes ignored: every candidate goes to shared memory",
            (_edit("edv_ray/methods/edv/construct.py",
                   'admit({v["verifier"]: bool(v["approve"]) for v in cv})',
                   'admit({v["verifier"]: True for v in cv})'),),
-           ("main",)),
+           ("main", "gains")),
     Mutant("banks_swapped", "shared and private memory swapped",
            (_edit(_ADMIT, 'return "shared", approvers\n    if approvers:\n        return "private", approvers',
                   'return "private", approvers\n    if approvers:\n        return "shared", approvers'),),
@@ -59,7 +59,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("majority", "unanimity relaxed to a majority",
            (_edit(_ADMIT, "if len(approvers) == len(approvals):",
                   "if 2 * len(approvers) > len(approvals):"),),
-           ("main",)),
+           ("main", "gains")),
     Mutant("distiller_in_group", "the 'third-party' distiller drawn from the executing group",
            (_edit("edv_ray/methods/edv/plan.py",
                   "options = sorted(set(cfg.roles.distillers or pool) - set(group))",
@@ -68,16 +68,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("grades_inverted", "grades inverted in the distiller's and verifiers' prompts",
            (_edit(_ADMIT, '''outcome="{"success" if t.success else "failure"}"''',
                   '''outcome="{"failure" if t.success else "success"}"'''),),
-           ("main",)),
+           ("main", "gains")),
     Mutant("selector_random", "the Model Selector picks at random",
            (_edit("edv_ray/methods/selector.py", "best = sorted(candidates, key=key)[0]",
                   'best = __import__("random").Random(repr(sorted(cells.items()))).choice('
                   "sorted(candidates))"),),
-           ("main",)),
+           ("main", "gains")),
     Mutant("selector_worst", "the Model Selector picks the worst",
            (_edit("edv_ray/methods/selector.py", "best = sorted(candidates, key=key)[0]",
                   "best = sorted(candidates, key=key)[-1]"),),
-           ("main",)),
+           ("main", "gains")),
     Mutant("contamination_halved", "contamination places half the asked share",
            (_edit("edv_ray/methods/contamination.py",
                   "return int(round(share * n_clean / (1.0 - share)))",
@@ -133,7 +133,7 @@ MUTANTS: tuple[Mutant, ...] = (
 BY_NAME = {m.name: m for m in MUTANTS}
 # the tree as it is, on every fast world: the table's first row, which must pass
 BASELINE = Mutant("none", "no bug: the tree as it is", (), ("main", "null", "homogeneous", "epochs",
-                                                            "coverage"))
+                                                            "gains", "coverage"))
 
 
 def copy_tree(root: Path, dest: Path) -> Path:

@@ -25,7 +25,7 @@ NAMED = {"retrieval_nothing", "votes_ignored", "banks_swapped", "majority", "dis
 def test_the_table_holds_every_named_bug_of_the_issue():
     assert NAMED <= set(BY_NAME) and len(MUTANTS) >= 12
     for m in MUTANTS:
-        assert m.worlds and set(m.worlds) <= {"main", "null", "homogeneous", "epochs", "coverage"}
+        assert m.worlds and set(m.worlds) <= {"main", "null", "homogeneous", "epochs", "gains", "coverage"}
         # framework code only: never the planted world (engine) nor the suite's own checks
         assert all(p.startswith("edv_ray/") and not p.startswith(("edv_ray/simulation/",
                                                                    "edv_ray/validation/"))

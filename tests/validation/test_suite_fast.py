@@ -61,6 +61,10 @@ def test_epoch_world_curves_and_memory_guided_construction(worlds):
     _all_pass(suite.epoch_checks(w, run, "fast"), {"5a", "5a·", "5b", "5b·", "5c", "5c·"})
 
 
+def test_gains_world_plants_memory_and_routing_apart(worlds):
+    _all_pass(suite.gains_checks(*worlds("gains")), {"3c", "3c·", "3d"})
+
+
 def test_a_check_fed_the_wrong_world_fails(worlds):
     """The checks can fail: the null run judged against the biased world's profile (a
     planted margin of about +0.5 that the null run does not have)."""
