@@ -56,9 +56,11 @@ MUTANTS: tuple[Mutant, ...] = (
            (_edit(_ADMIT, 'return "shared", approvers\n    if approvers:\n        return "private", approvers',
                   'return "private", approvers\n    if approvers:\n        return "shared", approvers'),),
            ("main",)),
-    Mutant("majority", "unanimity relaxed to a majority",
+    # a strict majority of two voters is both of them (the worlds' groups are pairs): the
+    # plausible slip is a majority that counts a tie
+    Mutant("majority", "unanimity relaxed to a majority (a tie admits)",
            (_edit(_ADMIT, "if len(approvers) == len(approvals):",
-                  "if 2 * len(approvers) > len(approvals):"),),
+                  "if 2 * len(approvers) >= len(approvals):"),),
            ("main", "gains")),
     Mutant("distiller_in_group", "the 'third-party' distiller drawn from the executing group",
            (_edit("edv_ray/methods/edv/plan.py",
