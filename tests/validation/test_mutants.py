@@ -66,12 +66,14 @@ def test_ci_subset_is_caught_by_planted_rows(tmp_path):
     act on the grade they are shown)."""
     names = ["ninety_percent", "clustering_ignored_domain", "grades_inverted"]
     rc = subprocess.run([sys.executable, str(ROOT / "experiments/validation/mutants.py"), "--only",
-                         *names, "--out", str(tmp_path)], cwd=ROOT).returncode
+                         *names, "--worlds", "main", "coverage", "--out", str(tmp_path)],
+                        cwd=ROOT).returncode
     got = {r["name"]: r for r in json.loads((tmp_path / "mutants.json").read_text())}
     assert rc == 0, {n: (r["verdict"], r["rows"]) for n, r in got.items()}
     assert all(got[n]["verdict"] == "caught" for n in names)
     assert any(c.startswith("6b") for c in got["clustering_ignored_domain"]["rows"])
-    assert "| `grades_inverted` |" in (tmp_path / "mutants.md").read_text()
+    assert "| `grades_inverted` | grades inverted in the distiller's and verifiers' prompts | main |" \
+        in (tmp_path / "mutants.md").read_text()
 
 
 def test_a_refused_run_is_read_from_the_suite_log():
