@@ -122,33 +122,38 @@ def violations(sources: dict[str, str]) -> list[str]:
             if isinstance(node, ast.FunctionDef):
                 fns[node.name] = (mod, node)
     params = {name: [a.arg for a in fn.args.args] for name, (_m, fn) in fns.items()}
-    # helpers that take a row's name as a parameter: (param index of the name, the params
-    # whose taint reaches that row's planted value) — found by seeding each parameter
-    helpers: dict[str, tuple[int, set[str]]] = {}
+    # helpers that take (part of) a row's name as a parameter: per row they build, (the
+    # param index of the name, the name's own words, the params whose taint reaches that
+    # row's planted value) — found by seeding each parameter in turn
+    helpers: dict[str, list[tuple[int, str, set[str]]]] = {}
     for name, (_m, fn) in fns.items():
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call) and _callee(n) in PLANTED_AT):
             label = call.args[0] if call.args else None
-            if isinstance(label, ast.Name) and label.id in params[name]:
+            named = [label] if isinstance(label, ast.Name) else [
+                v.value for v in getattr(label, "values", []) if isinstance(v, ast.FormattedValue)]
+            at = [params[name].index(n.id) for n in named
+                  if isinstance(n, ast.Name) and n.id in params[name]]
+            if at:
                 flows = {p for p in params[name] if any(_names(e) & _taint(fn, {p})
                                                        for e in _planted_exprs(call, fn))}
-                helpers[name] = (params[name].index(label.id), flows)
+                helpers.setdefault(name, []).append((at[0], _check_text(label) or "", flows))
     bad = []
     for name, (mod, fn) in fns.items():
         tainted = _taint(fn, RUN_NAMES & set(params[name]))
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
             callee = _callee(call)
+            found = []  # (the row's name as far as known here, whether its planted reads a run)
             if callee in PLANTED_AT and call.args:
-                text = _check_text(call.args[0])
-                reads = any(_names(e) & tainted for e in _planted_exprs(call, fn))
+                found.append((_check_text(call.args[0]),
+                              any(_names(e) & tainted for e in _planted_exprs(call, fn))))
             elif callee in helpers and name != callee:
-                at, flows = helpers[callee]
-                text = _check_text(call.args[at]) if len(call.args) > at else None
                 bound = dict(zip(params[callee], call.args))
-                reads = any(_names(bound.get(p)) & tainted for p in flows)
-            else:
-                continue
-            if reads and text is not None and "given" not in text:
-                bad.append(f"{mod}.{name}: {text!r}")
+                for at, words, flows in helpers[callee]:
+                    given = _check_text(call.args[at]) if len(call.args) > at else None
+                    found.append((None if given is None else given + words,
+                                  any(_names(bound.get(p)) & tainted for p in flows)))
+            bad += [f"{mod}.{name}: {text!r}" for text, reads in found
+                    if reads and text is not None and "given" not in text]
     return bad
 
 
@@ -181,13 +186,20 @@ def rows(run, ex):
             diff_row("1f given the run", share, fn),
             _curve(run, "1g through a helper", given),
             _curve(run, "1h given what it retrieved", given),
-            _curve(run, "1i profile only", {"x": ex.p("a", "x")})]
+            _curve(run, "1i profile only", {"x": ex.p("a", "x")}),
+            _named(run, "1j", given),
+            _named(run, "1k", {"x": ex.p("a", "x")})]
+
+
+def _named(run, number, planted):
+    return cells_row(f"{number} through a helper's f-string name",
+                     [(k, v, run.cell_fn("x", k)) for k, v in planted.items()])
 
 
 def _curve(run, check, planted):
     return cells_row(check, [(k, v, run.cell_fn("x", k)) for k, v in planted.items()])
 '''
     bad = violations({"m": src})
-    assert sorted(b.split(": ", 1)[1].strip("'") for b in bad) == [
+    assert sorted(b.split(": ", 1)[1].strip("'\"") for b in bad) == [
         "1a direct", "1b through a name", "1d a cell reads the run", "1e cells the run chose",
-        "1g through a helper"]
+        "1g through a helper", "1j through a helper's f-string name"]
