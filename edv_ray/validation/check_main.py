@@ -82,7 +82,7 @@ def _judge_pick_row(run: Run, ex: Expect, judge: str) -> Row:
         for _d, _t, agents, outs, _ok in picks]
     return rate_row("1e· Judge picks a passing run among mixed runs = planted (no grades shown)",
                     planted, clustered_fn(((d, t), int(bool(ok)), 1) for d, t, _a, _o, ok in picks),
-                    f"{len(picks)} picks with passing and failing runs shown (planted "
+                    f"{len(picks)} picks with passing and failing runs shown (expected "
                     f"{sum(weight.values()):.1f}); given the runs each saw: "
                     f"{sum(given) / len(given) if given else 0.0:.3f}")
 
