@@ -285,11 +285,12 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
         if shared_pool is None:
             pool.stop()
     from edv_ray.results.store import compact_stage
+    from edv_ray.runtime.compaction import off_driver
 
     stages = {f.name.removeprefix("stage=") for table in ("episodes", "llm_calls")
               for f in (run_dir / table).glob("stage=*")}  # stage jobs' calls have no episodes
     for stage in sorted(stages):
-        compact_stage(run_dir, stage)
+        compact_stage(run_dir, stage, merge=off_driver)
     tables = report(run_dir, console=console)
     tracker.finish(tables)
     errors = connect(run_dir).execute(

@@ -91,6 +91,22 @@ def write_rows_atomic(
     return write_table_atomic(table, path, small)
 
 
+def read_conformed(path: str | os.PathLike, schema: pa.Schema) -> pa.Table:
+    """One (small) file's rows in ``schema``, as ``pyarrow.dataset`` with that schema reads
+    them: a column the file lacks (written by an earlier version) is nulls, one it has
+    beyond the schema is dropped, types are cast. Merging per-episode files one
+    ``ParquetFile`` at a time costs half the CPU of a dataset scan over them (0.64 vs 1.24
+    ms per 35-column episode file, 0.36 vs 0.86 per call file: compaction is the driver's
+    largest per-episode cost)."""
+    with pq.ParquetFile(path) as f:
+        t = f.read()
+    if t.schema.equals(schema, check_metadata=False):
+        return t
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names
+            else pa.nulls(t.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Read a Parquet file back as dict rows ([] when it does not exist)."""
     path = Path(path)

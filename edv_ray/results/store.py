@@ -10,7 +10,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-from edv_ray.results.parquet_io import write_rows_atomic
+from edv_ray.results.parquet_io import read_conformed, write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA, POOL_SCHEMA
 
 
@@ -138,9 +138,37 @@ class SegmentMemo:
         return value
 
 
+Merge = Callable[..., Any]  # merge(function, *args): where a merge runs (here by default)
+
+
+def merge_here(fn: Callable, *args: Any) -> Any:
+    return fn(*args)
+
+
+def merge_episode_files(paths: list[str], table: str, tmp: str) -> int:
+    """Write the rows of one stage's per-episode files (``table``: episodes / llm_calls)
+    into the segment file ``tmp``, ``COMPACT_CHUNK_FILES`` files at a time with the
+    table's schema (compaction's memory stays bounded). Returns the rows written. Plain
+    paths in, nothing shared: it may run in another process (``compact_stage``'s
+    ``merge``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = {"episodes": EPISODE_SCHEMA, "llm_calls": CALL_SCHEMA}[table]
+    rows = 0
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for lo in range(0, len(paths), COMPACT_CHUNK_FILES):
+            chunk = pa.concat_tables([read_conformed(p, schema)
+                                      for p in paths[lo : lo + COMPACT_CHUNK_FILES]])
+            writer.write_table(chunk, row_group_size=EPISODE_ROW_GROUP
+                               if table == "episodes" else None)
+            rows += chunk.num_rows
+    return rows
+
+
 def compact_stage(run_dir: str | Path, stage: str,
                   tables: tuple[str, ...] = ("episodes", "llm_calls"),
-                  min_files: int = 1) -> dict[str, int]:
+                  min_files: int = 1, merge: Merge = merge_here) -> dict[str, int]:
     """Merge the per-episode files of a stage (at least ``min_files`` of them) into one new
     segment per table (``<table>/stage=<stage>/compacted-NNNNN.parquet``), then delete the
     merged files. Safe while the stage is still running: workers write atomically, so every
@@ -148,18 +176,14 @@ def compact_stage(run_dir: str | Path, stage: str,
 
     DuckDB over 10⁵ one-row files spends its time (and, with ``union_by_name``, >16 GB of
     memory: it was OOM-killed here) opening files; a few segments read in a fraction of it.
-    The files are streamed into the segment ``COMPACT_CHUNK_FILES`` at a time with the
-    table's schema, so compaction itself needs little memory. Resume semantics are
-    unchanged: the rows (every attempt, error rows included) are the same, read through the
-    same views. Crash safety: the list of inputs is written before the segment appears and
-    removed after the inputs are gone (see :func:`_recover`), so no row is lost or kept
-    twice. Returns the number of rows merged per table."""
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
-
-    from edv_ray.results.schema import CALL_SCHEMA, EPISODE_SCHEMA
-
-    schemas = {"episodes": EPISODE_SCHEMA, "llm_calls": CALL_SCHEMA}
+    The reading and writing (:func:`merge_episode_files`) runs through ``merge`` — here, or
+    in another process (``runtime.compaction.off_driver``: reading every row is the
+    driver's largest per-episode cost); listing the inputs and putting the segment in their
+    place (:func:`publish_segment`, under ``COMPACTION_LOCK``) stay in this process. Resume
+    semantics are unchanged: the rows (every attempt, error rows included) are the same,
+    read through the same views. Crash safety: the list of inputs is written before the
+    segment appears and removed after the inputs are gone (see :func:`_recover`), so no row
+    is lost or kept twice. Returns the number of rows merged per table."""
     counts: dict[str, int] = {}
     for table in tables:
         folder = Path(run_dir) / table / f"stage={stage}"
@@ -172,18 +196,11 @@ def compact_stage(run_dir: str | Path, stage: str,
         numbers = [int(n) for p in segments(folder)
                    if (n := p.stem.rsplit("-", 1)[-1]).isdigit()]  # (not the legacy name)
         segment = folder / f"{SEGMENT_PREFIX}-{max(numbers, default=0) + 1:05d}.parquet"
-        rows = 0
+        rows = [0]
 
         def write(tmp: Path, table: str = table, files: list[Path] = files) -> None:
-            nonlocal rows
-            with pq.ParquetWriter(str(tmp), schemas[table]) as writer:
-                for lo in range(0, len(files), COMPACT_CHUNK_FILES):
-                    chunk = ds.dataset([str(p) for p in files[lo : lo + COMPACT_CHUNK_FILES]],
-                                       schema=schemas[table], format="parquet").to_table()
-                    writer.write_table(chunk, row_group_size=EPISODE_ROW_GROUP
-                                       if table == "episodes" else None)
-                    rows += chunk.num_rows
+            rows[0] = merge(merge_episode_files, [str(p) for p in files], table, str(tmp))
 
         publish_segment(segment, files, write)
-        counts[table] = rows
+        counts[table] = rows[0]
     return counts

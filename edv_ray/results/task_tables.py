@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from edv_ray.results.store import (SEGMENT_PREFIX, SegmentMemo, _recover, numbered_segments,
-                                   publish_segment)
+from edv_ray.results.parquet_io import read_conformed
+from edv_ray.results.store import (SEGMENT_PREFIX, Merge, SegmentMemo, _recover, merge_here,
+                                   numbered_segments, publish_segment)
 
 META_KEY = b"edv_ray.task_files"
 ROW_GROUP = 128  # rows per row group: a lookup reads one or two of them
@@ -41,38 +42,65 @@ def segment_paths(folder: Path) -> list[Path]:
     return numbered_segments(folder, legacy=False)
 
 
-def compact_task_folder(folder: Path, schema: pa.Schema) -> int:
+def compact_task_folder(folder: Path, schema: pa.Schema, merge: Merge = merge_here) -> int:
     """Merge the folder's per-task files into its next segment, then delete them.
-    Returns the number of files merged."""
-    import pyarrow.dataset as ds
-
+    Returns the number of files merged. ``merge``: where the reading and writing
+    (:func:`merge_task_files`) runs, as in ``results.store.compact_stage``."""
     if not folder.is_dir():
         return 0
     _recover(folder)
-    files = sorted(p for p in folder.glob("*.parquet")
-                   if not p.name.startswith((SEGMENT_PREFIX, ".")))
+    files = _loose_files(folder)
     if not files:
         return 0
     segment = folder / f"{SEGMENT_PREFIX}-{len(segment_paths(folder)) + 1:05d}.parquet"
+    publish_segment(segment, files, lambda tmp: merge(
+        merge_task_files, [str(p) for p in files], schema, str(tmp)))
+    return len(files)
+
+
+def merge_task_files(paths: list[str], schema: pa.Schema, tmp: str) -> None:
+    """Write per-task files into the segment file ``tmp``, recording in its metadata where
+    each file's rows are (an empty file too: its existence is a marker)."""
     parts, spans, start = [], {}, 0
-    for lo in range(0, len(files), 1000):
-        chunk = files[lo : lo + 1000]
-        t = ds.dataset([str(p) for p in chunk], schema=schema, format="parquet").to_table(
-            columns=[*schema.names, "__filename"])
-        t = t.sort_by("__filename")  # each file's rows together, in the file's order
-        counts: dict[str, int] = {}
-        for name in t.column("__filename").to_pylist():
-            key = os.path.basename(name)
-            counts[key] = counts.get(key, 0) + 1
-        for p in chunk:  # every input, an empty one too: its existence is a marker
-            spans[p.name] = [start, counts.get(p.name, 0)]
-            start += counts.get(p.name, 0)
-        parts.append(t.drop_columns(["__filename"]))
+    for p in paths:
+        t = read_conformed(p, schema)
+        spans[os.path.basename(p)] = [start, t.num_rows]
+        start += t.num_rows
+        parts.append(t)
     table = pa.concat_tables(parts).replace_schema_metadata(
         {META_KEY: json.dumps(spans).encode()})
-    publish_segment(segment, files,
-                    lambda tmp: pq.write_table(table, str(tmp), row_group_size=ROW_GROUP))
-    return len(files)
+    pq.write_table(table, tmp, row_group_size=ROW_GROUP)
+
+
+def _loose_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.parquet")
+                  if not p.name.startswith((SEGMENT_PREFIX, ".")))
+
+
+def folder_rows(folder: Path, schema: pa.Schema) -> dict[str, list[dict[str, Any]]]:
+    """Every per-task file's rows in the folder (file name → rows; an empty file → []),
+    from its segments read whole and its files not merged yet — one pass over the
+    folder, where :func:`task_file_rows` per task reads a file or a row group each."""
+    for _ in range(3):
+        try:
+            return _folder_rows(folder, schema)
+        except FileNotFoundError:
+            continue  # a file merged into a segment while read: read again
+    raise RuntimeError(f"{folder}: files kept vanishing while read")
+
+
+def _folder_rows(folder: Path, schema: pa.Schema) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not folder.is_dir():
+        return out
+    for segment in segment_paths(folder):
+        spans, _ = _index(segment)
+        rows = pq.read_table(segment).to_pylist()
+        for name, (first, n) in spans.items():
+            out[name] = rows[first : first + n]
+    for p in _loose_files(folder):  # a loose file wins, as in task_file_rows
+        out[p.name] = read_conformed(p, schema).to_pylist()
+    return out
 
 
 def _build_index(segment: Path) -> tuple[dict[str, list[int]], list[int]]:

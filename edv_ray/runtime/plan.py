@@ -86,8 +86,9 @@ def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, s
     from edv_ray.results.store import compact_stage
     from edv_ray.results.views import connect
     from edv_ray.runtime.batch import COMPACT_EVERY
+    from edv_ray.runtime.compaction import off_driver
 
-    compact_stage(run_dir, stage, min_files=COMPACT_EVERY)
+    compact_stage(run_dir, stage, min_files=COMPACT_EVERY, merge=off_driver)
     con = connect(run_dir)
     try:
         rows = con.execute(

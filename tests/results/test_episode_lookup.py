@@ -48,7 +48,7 @@ def test_lookups_while_the_stage_is_compacted(tmp_path):
     folder = tmp_path / "episodes" / "stage=execute"
     for i in range(400):
         _write(store, f"e{i}", 1)
-    stop, errors = threading.Event(), []
+    stop, errors, merged = threading.Event(), [], []
 
     def compact_repeatedly():
         n = 400
@@ -57,9 +57,12 @@ def test_lookups_while_the_stage_is_compacted(tmp_path):
                 _write(store, f"e{i}", 2 + n // 400)
             n += 20
             S.compact_stage(tmp_path, "execute")
+            merged.append(n)
 
-    def look():
-        for k in range(600):
+    def look():  # 600 lookups each, and on until several compactions ran meanwhile
+        k = 0
+        while k < 600 or len(merged) < 4:
+            k += 1
             eid = f"e{(k * 7) % 400}"
             try:
                 row = find_episode(folder, eid)

@@ -53,10 +53,9 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
                   benchmark=cfg.benchmark.model_dump(mode="json"),
                   timeout_s=cfg.runtime.episode_timeout_s, method=me)
     jobs = []
+    distilled = R.table_rows(ctx.run_dir, "distill_runs", epoch, me)  # markers (resume)
     for (domain, task_id), r in roles.items():
-        name = R.task_file(task_id, domain)
-        if ((domain, task_id) not in complete
-                or R.task_done(ctx.run_dir, "distill_runs", epoch, name, me)):
+        if (domain, task_id) not in complete or R.task_file(task_id, domain) in distilled:
             continue
         jobs.append(StageJob(
             kind="distill", domain=domain, task_id=task_id,
@@ -68,11 +67,14 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
             **role_binding(ctx, r.distiller, "distill"), **common))
     steps.run_jobs(ctx, jobs, f"{me} epoch {epoch} distill")
     # ---- Verify ---------------------------------------------------------------------
+    # each per-task table read once as a whole, merged first once no stage job reads it
+    distilled = R.table_rows(ctx.run_dir, "distill_runs", epoch, me, merge=True)
+    verified = R.table_rows(ctx.run_dir, "verify_runs", epoch, me)
     jobs = []
     for (domain, task_id), r in roles.items():
         name = R.task_file(task_id, domain)
-        marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name, me)
-        if not marker or R.task_done(ctx.run_dir, "verify_runs", epoch, name, me):
+        marker = distilled.get(name)
+        if not marker or name in verified:
             continue
         poison = poison_candidates(cfg, e, epoch, domain, task_id)
         if marker[0]["n_candidates"] == 0 and not poison:
@@ -85,35 +87,41 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
             kind="verify", domain=domain, task_id=task_id, episode_ids=[x for _, x in eids],
             voters=voters, poison=poison, retries=e.verify_retries, **common))
     steps.run_jobs(ctx, jobs, f"{me} epoch {epoch} verify")
-    update_memory(ctx, e, bank, epoch, roles, inst)
+    verified = R.table_rows(ctx.run_dir, "verify_runs", epoch, me, merge=True)
+    update_memory(ctx, e, bank, epoch, roles, inst, verified)
     unfinished = [f"{d}/{t}" for (d, t) in sorted(roles)
-                  if not _task_finished(ctx, e, epoch, d, t, me)]
+                  if not _task_finished(ctx, e, epoch, d, t, distilled, verified)]
     R.compact_epoch(ctx.run_dir, epoch, me)  # a few files per table for the views, not one per task
     return unfinished
 
 
-def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str, me: str) -> bool:
+def _task_finished(ctx, e: EDVConfig, epoch: int, domain: str, task_id: str,
+                   distilled: dict[str, list], verified: dict[str, list]) -> bool:
     name = R.task_file(task_id, domain)
-    marker = R.task_rows(ctx.run_dir, "distill_runs", epoch, name, me)
+    marker = distilled.get(name)
     if not marker:
         return False
     needs_votes = marker[0]["n_candidates"] > 0 or poison_candidates(ctx.cfg, e, epoch, domain, task_id)
-    return not needs_votes or R.task_done(ctx.run_dir, "verify_runs", epoch, name, me)
+    return not needs_votes or name in verified
 
 
 def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
-                  inst: Instance = EDV) -> list[dict[str, Any]]:
+                  inst: Instance = EDV, verified: dict[str, list] | None = None
+                  ) -> list[dict[str, Any]]:
     """Admit every verified candidate to its bank(s) and write the banks (idempotent), then
-    the decisions."""
+    the decisions. ``verified``: the epoch's ``verify_runs`` markers, if read already."""
     decisions, items, me = [], [], inst.name
+    if verified is None:
+        verified = R.table_rows(ctx.run_dir, "verify_runs", epoch, me, merge=True)
+    candidates = R.table_rows(ctx.run_dir, "candidates", epoch, me, merge=True)
+    all_votes = R.table_rows(ctx.run_dir, "votes", epoch, me, merge=True)
     for (domain, task_id), r in sorted(roles.items()):
         name = R.task_file(task_id, domain)
-        if not R.task_done(ctx.run_dir, "verify_runs", epoch, name, me):
+        if name not in verified:
             continue  # not verified yet (a failed job): resume will finish it
-        cands = R.task_rows(ctx.run_dir, "candidates", epoch, name, me)
-        cands += poison_candidates(ctx.cfg, e, epoch, domain, task_id)
+        cands = candidates.get(name, []) + poison_candidates(ctx.cfg, e, epoch, domain, task_id)
         votes = defaultdict(list)
-        for v in R.task_rows(ctx.run_dir, "votes", epoch, name, me):
+        for v in all_votes.get(name, []):
             votes[v["candidate_id"]].append(v)
         for c in cands:
             cv = votes.get(c["candidate_id"], [])

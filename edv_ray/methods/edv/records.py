@@ -89,11 +89,27 @@ def task_done(run_dir: str | Path, table: str, epoch: int, name: str, method: st
     return task_file_exists(edv_path(run_dir, table, epoch, name, method))
 
 
+def table_rows(run_dir: str | Path, table: str, epoch: int, method: str = "edv",
+               merge: bool = False) -> dict[str, list[dict]]:
+    """Every task's rows of one per-task table (task file name → rows; a marker with no
+    rows → []), read in one pass — after merging its files into a segment first with
+    ``merge`` (for a table no stage job reads any more this epoch), so they are read
+    once, not once more when the epoch ends."""
+    from edv_ray.results.task_tables import compact_task_folder, folder_rows
+    from edv_ray.runtime.compaction import off_driver
+
+    folder = edv_dir(run_dir, table, epoch, method)
+    if merge:
+        compact_task_folder(folder, TASK_TABLES[table], off_driver)
+    return folder_rows(folder, TASK_TABLES[table])
+
+
 def compact_epoch(run_dir: str | Path, epoch: int, method: str = "edv") -> dict[str, int]:
     """Merge one epoch's per-task files, table by table (files merged per table)."""
     from edv_ray.results.task_tables import compact_task_folder
+    from edv_ray.runtime.compaction import off_driver
 
-    return {table: compact_task_folder(edv_dir(run_dir, table, epoch, method), schema)
+    return {table: compact_task_folder(edv_dir(run_dir, table, epoch, method), schema, off_driver)
             for table, schema in TASK_TABLES.items()}
 
 
