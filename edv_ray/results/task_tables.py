@@ -73,8 +73,8 @@ def merge_task_files(paths: list[str], schema: pa.Schema, tmp: str) -> None:
 
 
 def _loose_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.parquet")
-                  if not p.name.startswith((SEGMENT_PREFIX, ".")))
+    return sorted((p for p in folder.glob("*.parquet")
+                   if not p.name.startswith((SEGMENT_PREFIX, "."))), key=lambda p: p.name)
 
 
 def folder_rows(folder: Path, schema: pa.Schema) -> dict[str, list[dict[str, Any]]]:

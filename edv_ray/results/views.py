@@ -67,7 +67,7 @@ def register_table(con, name: str, folder: Path, schema, partition_keys: list[st
 
     from edv_ray.results.integrity import check_view_types
 
-    paths = (sorted(f for f in folder.rglob("*.parquet") if f.is_file())
+    paths = (sorted((f for f in folder.rglob("*.parquet") if f.is_file()), key=str)
              if folder.is_dir() else [])
     # DuckDB expands * ? [ in every path it is given: each is matched literally as [*] [?] [[]
     files = [re.sub(r"([*?\[])", r"[\1]", str(f)) for f in paths]

@@ -82,18 +82,27 @@ EPOCH_SEED_STRIDE = 7_000_003
 def finished_attempts(run_dir: str | Path, stage: str) -> dict[str, tuple[int, str]]:
     """episode_id → (latest attempt, status) for episodes already on disk (a run that
     stopped with thousands of per-episode files left has them merged first, so the view
-    does not open each one)."""
+    does not open each one). Only the stage's own files are read, as the ``episodes``
+    view reads them (not every view of the run: that cost ~2.4 s a call at 10⁴
+    episodes)."""
+    import duckdb
+
+    from edv_ray.results.schema import EPISODE_SCHEMA
     from edv_ray.results.store import compact_stage
-    from edv_ray.results.views import connect
+    from edv_ray.results.views import check_hive_safe, register_table
     from edv_ray.runtime.batch import COMPACT_EVERY
     from edv_ray.runtime.compaction import off_driver
 
+    check_hive_safe(run_dir)
     compact_stage(run_dir, stage, min_files=COMPACT_EVERY, merge=off_driver)
-    con = connect(run_dir)
+    con = duckdb.connect()
     try:
-        rows = con.execute(
-            "SELECT episode_id, attempt, status FROM episodes WHERE stage = ?", [stage]
-        ).fetchall()
+        register_table(con, "attempts", Path(run_dir) / "episodes" / f"stage={stage}",
+                       EPISODE_SCHEMA, [])
+        rows = con.execute("""
+            SELECT episode_id, attempt, status FROM attempts
+            QUALIFY row_number() OVER (PARTITION BY episode_id ORDER BY attempt DESC) = 1
+        """).fetchall()
     finally:
         con.close()
     return {eid: (att, status) for eid, att, status in rows}

@@ -184,11 +184,30 @@ def _server_actor(cfg: RunConfig, model: str, group: str, index: int, run_dir: P
     if mc.engine == "simulated":
         return simulated_server_actor(sid, model, mc.simulation.model_dump(mode="json"),
                                       [cfg.benchmark.model_dump(mode="json")], log_dir=logs,
-                                      host=host, api_key=api_key)
+                                      host=host, api_key=api_key, scheduling_strategy=strategy)
     return llama_server_actor(sid, model, mc.weights or "", served_name(model, mc),
                               n_ctx=mc.n_ctx, n_threads=mc.n_threads,
                               engine_args=mc.engine_args, log_dir=logs, host=host,
-                              api_key=api_key)
+                              api_key=api_key, scheduling_strategy=strategy)
+
+
+def cpu_engine_strategy(taken: list[str]):
+    """Where the next engine that holds no GPU goes (simulated, llama.cpp, a CPU vLLM):
+    the alive node with the fewest such engines so far (``taken``, to which it is added),
+    the driver's node last — as episode workers are spread. Such an engine reserves no Ray
+    resources, so Ray alone placed them anywhere: both replicas of a model on one node
+    (one node lost, the model gone), engines on the driver's node. The affinity is hard:
+    Ray's soft affinity put a zero-resource actor on another node than the one named (a
+    local three-node cluster, one of three). An engine whose process dies restarts on its
+    node; one whose node is lost stays lost, and its model's other replicas serve."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from edv_ray.runtime.worker_layout import spread_over_nodes
+
+    node = spread_over_nodes(1, ray.get_runtime_context().get_node_id(), taken)[0]
+    taken.append(node)
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
 
 
 def replica_gpus(model: str, mc: ModelConfig) -> int:
@@ -208,21 +227,26 @@ def llama_server_actor(server_id: str, model_name: str, weights: str, served: st
     It reserves no Ray CPUs: the engine's threads use the cores anyway."""
     from edv_ray.serving.llama_cpp_server import LlamaCppServer
 
+    strategy = kwargs.pop("scheduling_strategy", None)
     return _cpu_server_actor(LlamaCppServer, dict(server_id=server_id, model_name=model_name,
-                                                  weights=weights, served_name=served, **kwargs))
+                                                  weights=weights, served_name=served, **kwargs),
+                             strategy)
 
 
-def _cpu_server_actor(server_cls: type, kwargs: dict):
-    """A supervised server actor reserving no Ray CPUs (its process uses the cores anyway)."""
+def _cpu_server_actor(server_cls: type, kwargs: dict, strategy=None):
+    """A supervised server actor reserving no Ray CPUs (its process uses the cores anyway),
+    placed by ``strategy`` (:func:`cpu_engine_strategy`) when given."""
     from edv_ray.serving.vllm_server import server_actor_options, supervised_actor_class
 
-    cls = supervised_actor_class(**server_actor_options(gpus=0, num_cpus=0, max_restarts=2))
+    cls = supervised_actor_class(**server_actor_options(gpus=0, num_cpus=0, max_restarts=2,
+                                                        scheduling_strategy=strategy))
     return cls.remote(server_cls, kwargs, interval_s=30.0)
 
 
 def simulated_server_actor(server_id: str, model_name: str, profile: dict,
                            benchmarks: list[dict], log_dir: str | None = None,
-                           host: str | None = "127.0.0.1", api_key: str | None = None):
+                           host: str | None = "127.0.0.1", api_key: str | None = None,
+                           scheduling_strategy=None):
     """A supervised simulated-engine actor (no model: a threaded HTTP server process);
     ``host=None``: it listens on its node's address, like the other engines on a cluster."""
     from edv_ray.simulation.server import SimulatedServer
@@ -230,7 +254,8 @@ def simulated_server_actor(server_id: str, model_name: str, profile: dict,
     return _cpu_server_actor(SimulatedServer, dict(server_id=server_id, model_name=model_name,
                                                    served_name=model_name, profile=profile,
                                                    benchmarks=benchmarks, log_dir=log_dir,
-                                                   host=host, api_key=api_key))
+                                                   host=host, api_key=api_key),
+                             scheduling_strategy)
 
 
 def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
@@ -250,6 +275,7 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
     demand = {m: (g, cfg.models[m].replicas) for m, g in gpus.items() if g > 0}
     placed = reserve(demand, echo=echo) if demand else {}
     pool.groups = [g for g, _ in placed.values()]
+    cpu_nodes: list[str] = []  # the nodes of the engines that hold no GPU, spread
     try:
         for model, groups in sorted(role_groups(cfg).items()):
             mc = cfg.models[model]
@@ -262,7 +288,8 @@ def launch_servers(cfg: RunConfig, run_dir: Path, shared: bool = False,
             # cache): one set of replicas per model
             for group in (["*"] if mc.engine in ("vllm", "simulated") or shared else sorted(groups)):
                 for i in range(mc.replicas):
-                    where = placed[model][1][i] if model in placed else None
+                    where = (placed[model][1][i] if model in placed
+                             else cpu_engine_strategy(cpu_nodes))
                     actor = _server_actor(cfg, model, group, i, run_dir, where, api_key)
                     pool.actors.append(actor)
                     pending.append((model, group, actor.start.remote()))
