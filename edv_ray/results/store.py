@@ -76,10 +76,11 @@ def numbered_segments(folder: Path, legacy: bool = True) -> list[Path]:
     return out + [p] if legacy and (p := folder / COMPACTED).is_file() else out
 
 
-def _per_episode_files(folder: Path) -> list[Path]:
-    # (sorted by name: comparing Path objects cost ~1.5 s a stage at 10⁴ episodes)
-    return sorted((p for p in folder.glob("*.parquet") if not p.name.startswith(SEGMENT_PREFIX)),
-                  key=lambda p: p.name)
+def loose_files(folder: Path) -> list[Path]:
+    """A table folder's files not merged into a segment yet (per episode, per job or per
+    task), by name (comparing Path objects cost ~1.5 s a stage at 10⁴ episodes)."""
+    return sorted((p for p in folder.glob("*.parquet")
+                   if not p.name.startswith((SEGMENT_PREFIX, "."))), key=lambda p: p.name)
 
 
 def _recover(folder: Path) -> None:
@@ -192,7 +193,7 @@ def compact_stage(run_dir: str | Path, stage: str,
         if not folder.is_dir():
             continue
         _recover(folder)
-        files = _per_episode_files(folder)
+        files = loose_files(folder)
         if not files or len(files) < min_files:
             continue
         numbers = [int(n) for p in segments(folder)

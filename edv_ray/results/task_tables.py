@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from edv_ray.results.parquet_io import read_conformed
-from edv_ray.results.store import (SEGMENT_PREFIX, Merge, SegmentMemo, _recover, merge_here,
-                                   numbered_segments, publish_segment)
+from edv_ray.results.store import (SEGMENT_PREFIX, Merge, SegmentMemo, _recover, loose_files,
+                                   merge_here, numbered_segments, publish_segment)
 
 META_KEY = b"edv_ray.task_files"
 ROW_GROUP = 128  # rows per row group: a lookup reads one or two of them
@@ -49,7 +49,7 @@ def compact_task_folder(folder: Path, schema: pa.Schema, merge: Merge = merge_he
     if not folder.is_dir():
         return 0
     _recover(folder)
-    files = _loose_files(folder)
+    files = loose_files(folder)
     if not files:
         return 0
     segment = folder / f"{SEGMENT_PREFIX}-{len(segment_paths(folder)) + 1:05d}.parquet"
@@ -70,11 +70,6 @@ def merge_task_files(paths: list[str], schema: pa.Schema, tmp: str) -> None:
     table = pa.concat_tables(parts).replace_schema_metadata(
         {META_KEY: json.dumps(spans).encode()})
     pq.write_table(table, tmp, row_group_size=ROW_GROUP)
-
-
-def _loose_files(folder: Path) -> list[Path]:
-    return sorted((p for p in folder.glob("*.parquet")
-                   if not p.name.startswith((SEGMENT_PREFIX, "."))), key=lambda p: p.name)
 
 
 def folder_rows(folder: Path, schema: pa.Schema) -> dict[str, list[dict[str, Any]]]:
@@ -98,7 +93,7 @@ def _folder_rows(folder: Path, schema: pa.Schema) -> dict[str, list[dict[str, An
         rows = pq.read_table(segment).to_pylist()
         for name, (first, n) in spans.items():
             out[name] = rows[first : first + n]
-    for p in _loose_files(folder):  # a loose file wins, as in task_file_rows
+    for p in loose_files(folder):  # a loose file wins, as in task_file_rows
         out[p.name] = read_conformed(p, schema).to_pylist()
     return out
 
