@@ -285,12 +285,12 @@ def _execute_locked(cfg: RunConfig, run_id: str, run_dir: Path, console: Console
         if shared_pool is None:
             pool.stop()
     from edv_ray.results.store import compact_stage
-    from edv_ray.runtime.compaction import off_driver
 
     stages = {f.name.removeprefix("stage=") for table in ("episodes", "llm_calls")
               for f in (run_dir / table).glob("stage=*")}  # stage jobs' calls have no episodes
-    for stage in sorted(stages):
-        compact_stage(run_dir, stage, merge=off_driver)
+    for stage in sorted(stages):  # here: the driver has nothing else to do now, and a Ray
+        compact_stage(run_dir, stage)  # task's process start (~1 s) costs more than the
+        # few loose files each stage has left (the stages' own compactions ran off_driver)
     tables = report(run_dir, console=console)
     tracker.finish(tables)
     errors = connect(run_dir).execute(

@@ -9,6 +9,7 @@ slots), harness CPU seconds per episode (process CPU of driver + workers, psutil
 mean client-seen latency vs the server's, peak memory, and the targets.
 
     .venv/bin/python experiments/bench/harness.py                       # 40 retail, 0.2 s, 32
+    .venv/bin/python experiments/bench/harness.py --trials 5            # 200 episodes (issue 31)
     .venv/bin/python experiments/bench/harness.py --delay 1 --concurrency 128 --sides edv
     .venv/bin/python experiments/bench/harness.py --profile             # one episode's CPU
 """
@@ -159,7 +160,7 @@ def side_edv(args) -> dict:
 
     tasks = _tasks(args)
     out = Path(args.out or tempfile.mkdtemp(prefix="harness-"))
-    runtime = {"concurrency": args.concurrency, "episode_timeout_s": 600}
+    runtime = {"concurrency": args.concurrency, "episode_timeout_s": 600, "trials": args.trials}
     if args.workers:
         runtime["workers"] = args.workers
     cfg = load_config_dict(scripted_config(
@@ -205,7 +206,8 @@ def side_tau2(args) -> dict:
     res = run_tasks(args.domain, tasks, agent="llm_agent", user="user_simulator",
                     llm_agent="openai/scripted", llm_args_agent=dict(llm_args),
                     llm_user="openai/scripted", llm_args_user=dict(llm_args),
-                    max_steps=100, max_errors=10, save_to=None, console_display=False,
+                    num_trials=args.trials, max_steps=100, max_errors=10, save_to=None,
+                    console_display=False,
                     evaluation_type=EvaluationType.ALL, max_concurrency=args.concurrency,
                     log_level="ERROR")
     wall = time.time() - t0
@@ -294,8 +296,8 @@ def start_server(args):
 def run_side(side: str, args, base_url: str) -> dict:
     cmd = [sys.executable, __file__, "--side", side, "--base-url", base_url,
            "--domain", args.domain, "--split", args.split, "--num-tasks", str(args.num_tasks or 0),
-           "--delay", str(args.delay), "--concurrency", str(args.concurrency),
-           "--workers", str(args.workers or 0)]
+           "--trials", str(args.trials), "--delay", str(args.delay),
+           "--concurrency", str(args.concurrency), "--workers", str(args.workers or 0)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT):
@@ -308,7 +310,8 @@ def report(args, results: dict[str, dict]) -> None:
     from rich.table import Table
 
     console = Console(width=200)
-    table = Table(title=f"{args.domain}/{args.split}: {args.num_tasks or 'all'} tasks, "
+    table = Table(title=f"{args.domain}/{args.split}: {args.num_tasks or 'all'} tasks × "
+                        f"{args.trials} trials, "
                         f"server {args.delay:.2f}s/call, {args.concurrency} in flight")
     for col in ("side", "episodes", "pass@1", "wall s", "episode-phase s", "LLM-bound ideal s",
                 "CPU s/episode", "client latency mean/p95 s", "peak RSS MB"):
@@ -338,17 +341,17 @@ def report(args, results: dict[str, dict]) -> None:
                       f"{edv['lat_mean']:.3f}s (+{edv['lat_mean'] - args.delay:.3f}s harness)")
         ratio_ideal = edv["ideal_s"] / edv["episode_wall_s"]
         console.print(f"edv episode phase at {ratio_ideal:.2f} × the LLM-bound ideal speed at "
-                      f"{args.delay:g} s/call, {args.concurrency} in flight (the ≥ 0.9 target "
-                      "is for 1 s/call at 128 in flight: experiments/bench/scale.py)")
+                      f"{args.delay:g} s/call, {args.concurrency} in flight (target ≥ 0.6: "
+                      f"{'MET' if ratio_ideal >= 0.6 else 'not met'}; the ≥ 0.9 target is for "
+                      "1 s/call at 128 in flight: experiments/bench/scale.py)")
     if edv and peer:
         r_wall = edv["wall_s"] / peer["wall_s"]
         r_phase = edv["episode_wall_s"] / peer["wall_s"]
         r_cpu = per_ep_cpu["edv"] / max(1e-9, per_ep_cpu["tau2"])
-        console.print(f"wall edv/τ²-bench: {r_wall:.2f} all-in (Ray start + worker imports), "
-                      f"{r_phase:.2f} episode phase (target ≤ 0.4): "
-                      f"{'MET' if r_phase <= 0.4 else 'not met'}")
-        console.print(f"harness CPU per episode edv/τ²-bench: {r_cpu:.2f} (target ≤ 0.33): "
-                      f"{'MET' if r_cpu <= 1 / 3 else 'not met'}")
+        console.print(f"wall edv/τ²-bench: {r_wall:.2f} all-in (Ray start, worker imports, "
+                      f"compaction, report; target ≤ 0.15: "
+                      f"{'MET' if r_wall <= 0.15 else 'not met'}), {r_phase:.2f} episode phase")
+        console.print(f"harness CPU per episode edv/τ²-bench: {r_cpu:.2f}")
 
 
 def main() -> int:
@@ -356,6 +359,7 @@ def main() -> int:
     ap.add_argument("--domain", default="retail")
     ap.add_argument("--split", default="test")
     ap.add_argument("--num-tasks", type=int, default=40, help="0 = every task of the split")
+    ap.add_argument("--trials", type=int, default=1, help="episodes per task (both sides)")
     ap.add_argument("--delay", type=float, default=0.2, help="server seconds per answer")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--workers", type=int, default=0, help="0 = the config default")
