@@ -56,17 +56,23 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return _write_bytes_atomic(Path(path), text.encode("utf-8"))
 
 
-# for files of a row or two (one per episode, merged later by compaction): no dictionary
-# pages or column statistics, which cost a quarter of an episode's write (4.2 → 3.1 ms CPU
-# for its two files) and buy nothing at that size; such a file is built in memory and
-# written with one open, not through Arrow's file layer (two files: ~1.6 → ~1.3 ms CPU)
+# for files of a few rows (one per episode or stage job, merged later by compaction): no
+# dictionary pages or column statistics, which cost a quarter of an episode's write (4.2 →
+# 3.1 ms CPU for its two files) and buy nothing at that size; such a file is built in
+# memory and written with one open, not through Arrow's file layer (two files: ~1.6 → ~1.3
+# ms CPU). A write of up to ``SMALL_ROWS`` rows is small unless told otherwise.
+SMALL_ROWS = 64
 SMALL_FILE = {"use_dictionary": False, "write_statistics": False}
 
 
-def write_table_atomic(table: pa.Table, path: str | os.PathLike, small: bool = False) -> Path:
-    """Write ``table`` to ``path`` atomically, creating parent folders."""
+def write_table_atomic(table: pa.Table, path: str | os.PathLike,
+                       small: bool | None = None) -> Path:
+    """Write ``table`` to ``path`` atomically, creating parent folders; ``small``: see
+    ``SMALL_FILE`` (None: up to ``SMALL_ROWS`` rows)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if small is None:
+        small = table.num_rows <= SMALL_ROWS
     if small:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, **SMALL_FILE)
@@ -83,7 +89,7 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike, small: bool = F
 
 def write_rows_atomic(
     rows: Iterable[dict[str, Any]], path: str | os.PathLike, schema: pa.Schema,
-    small: bool = False,
+    small: bool | None = None,
 ) -> Path:
     """Write dict rows with an explicit schema (so empty and sparse tables keep their types);
     ``small``: see ``SMALL_FILE``."""

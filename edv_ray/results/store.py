@@ -126,14 +126,16 @@ class SegmentMemo:
     def __init__(self, limit: int) -> None:
         self.limit, self.lock, self.items = limit, threading.Lock(), OrderedDict()
 
-    def get(self, path: Path, build: Callable[[Path], Any]) -> Any:
+    def get(self, path: Path, build: Callable[..., Any], *part: Any) -> Any:
+        """``build(path, *part)``, memoised per file identity and ``part`` (e.g. a row
+        group's number)."""
         st = path.stat()
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, *part)
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
-        value = build(path)
+        value = build(path, *part)
         with self.lock:
             self.items[key] = value
             while len(self.items) > self.limit:

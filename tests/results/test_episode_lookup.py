@@ -84,3 +84,23 @@ def test_lookups_while_the_stage_is_compacted(tmp_path):
     final = dict(connect(tmp_path).execute(
         "SELECT episode_id, attempt FROM episodes").fetchall())
     assert all(find_episode(folder, e)["attempt"] == a for e, a in final.items())
+
+
+def test_episodes_of_one_row_group_decode_it_once(tmp_path, monkeypatch):
+    """A judging job reads its task's episodes, which sit in one row group: the group is
+    decoded once per process and kept, and every row read from it is the row stored."""
+    from edv_ray.results import episode_lookup as L
+
+    store = S.RunStore(tmp_path)
+    for i in range(2 * S.EPISODE_ROW_GROUP):
+        _write(store, f"e{i:03d}", 1)
+    S.compact_stage(tmp_path, "execute")
+    folder = tmp_path / "episodes" / "stage=execute"
+    decoded = []
+    read = L._read_row_group
+    monkeypatch.setattr(L, "_read_row_group", lambda p, g: decoded.append(g) or read(p, g))
+    got = [find_episode(folder, f"e{i:03d}") for i in range(2 * S.EPISODE_ROW_GROUP)]
+    assert [r["episode_id"] for r in got] == [f"e{i:03d}" for i in range(2 * S.EPISODE_ROW_GROUP)]
+    assert sorted(decoded) == [0, 1]  # one decode per row group, not per lookup
+    stored = {r["episode_id"]: r for r in pq.read_table(S.segments(folder)[0]).to_pylist()}
+    assert got == [stored[f"e{i:03d}"] for i in range(2 * S.EPISODE_ROW_GROUP)]

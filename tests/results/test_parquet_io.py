@@ -95,3 +95,23 @@ def test_episode_files_are_small_and_compaction_restores_statistics(tmp_path):
     con = connect(tmp_path)
     assert con.execute("SELECT episode_id, task_id FROM episodes ORDER BY 1").fetchall() == before
     assert len(before) == 3
+
+
+def test_a_write_of_a_few_rows_is_small_unless_told(tmp_path):
+    """Stage jobs' per-task files (a candidate list, a vote, a marker) are written like
+    per-episode files without being told; a write of many rows keeps its statistics, and
+    ``small=False`` is obeyed."""
+    import pyarrow.parquet as pq
+
+    from edv_ray.results.parquet_io import SMALL_ROWS
+
+    def stats(name: str, n: int, **kw) -> bool:
+        path = write_rows_atomic([{"a": i, "b": str(i)} for i in range(n)], tmp_path / name,
+                                 SCHEMA, **kw)
+        assert [r["a"] for r in read_rows(path)] == list(range(n))
+        return pq.ParquetFile(path).metadata.row_group(0).column(0).statistics is not None
+
+    assert not stats("few.parquet", 3)
+    assert not stats("edge.parquet", SMALL_ROWS)
+    assert stats("many.parquet", SMALL_ROWS + 1)
+    assert stats("told.parquet", 3, small=False)
