@@ -10,6 +10,16 @@ as compare weighs it) and the paired one :func:`paired_t` (tasks within domains)
 only where compare shows it (from :data:`MIN_DIFFERING_TASKS` differing tasks): its
 coverage is over the repetitions that show one, and ``shown`` says how many did.
 
+Where a cell cannot reach the band: near 0 (1 is the mirror image) the repetitions with
+no success at all are one and the same data, so any interval whose upper bound grows with
+the successes (every interval compare could use) either covers μ in all of them or in
+none. When they are more than the 2.5 % an equal-tailed 95 % interval may miss on that
+side, it must cover them all: its misses all fall on the far side, at most 2.5 %, and its
+coverage is at least :data:`EDGE_BOUND` = 0.975 — above the band, whatever the method.
+:meth:`Coverage.verdict` says so for such a cell ("at the bound" when its far-side misses
+are consistent with 2.5 %, "beyond the bound" when fewer); compare marks cells in that
+region (:func:`edv_ray.report.stats.interval_note`).
+
 Run ``python experiments/validation/coverage_table.py --reps 2000`` for the table.
 """
 
@@ -19,9 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edv_ray.report.stats import MIN_DIFFERING_TASKS, clustered_rate, paired_t
+from edv_ray.report.stats import (MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS, clustered_rate, paired_t,
+                                  wilson)
 
 BAND = (0.93, 0.97)
+TAIL = 0.025  # what an equal-tailed 95 % interval may miss on each side
+EDGE_BOUND = 1 - TAIL  # least coverage possible when the edge outcome is over TAIL likely
 DELTA = 0.2  # B = u + δ(1 − u)
 MUS = (0.05, 0.5, 0.95)
 CONCENTRATIONS = (1.0, 2.0)
@@ -54,11 +67,41 @@ class Coverage:
     diff: float | None  # share of shown paired intervals covering δ(1 − μ)
     diff_width: float | None
     shown: int  # repetitions with a paired interval
+    edge: float = 0.0  # share of repetitions with no success (μ ≤ ½) / no failure (μ > ½)
+    miss_edge: float = 0.0  # cell misses between μ and the near edge (μ ≤ ½: hi < μ)
+    miss_far: float = 0.0  # cell misses on the other side
 
     def inside(self) -> tuple[bool, bool]:
         ok = [BAND[0] <= self.cell <= BAND[1],
               self.diff is not None and BAND[0] <= self.diff <= BAND[1]]
         return ok[0], ok[1]
+
+    def verdict(self) -> str:
+        """``in band`` when the observed coverage is consistent with 0.93–0.97 (its 95 %
+        Wilson interval over the repetitions meets the band). Above it where no
+        equal-tailed interval can cover less (the edge outcome's share over 2.5 %): ``at
+        the bound`` when the far-side misses are consistent with 2.5 %, ``beyond the
+        bound`` when fewer (wider than it need be). Else ``over`` / ``under``."""
+        cov = wilson(round(self.cell * self.reps), self.reps)
+        if cov.lo <= BAND[1] and cov.hi >= BAND[0]:
+            return "in band"
+        if cov.hi < BAND[0]:
+            return "under"
+        far = wilson(round(self.miss_far * self.reps), self.reps)
+        if self.edge <= TAIL or far.lo > TAIL:
+            return "over"
+        return "at the bound" if far.hi >= TAIL else "beyond the bound"
+
+    def diff_verdict(self) -> str:
+        """The paired interval's: ``in band`` when consistent with 0.93–0.97 over the
+        shown repetitions, with ``compare withholds`` below compare's task minimum."""
+        if self.diff is None:
+            return "none shown"
+        cov = wilson(round(self.diff * self.shown), self.shown)
+        out = ("in band" if cov.lo <= BAND[1] and cov.hi >= BAND[0]
+               else "over" if cov.lo > BAND[1] else "under")
+        tasks = self.design.domains * self.design.tasks
+        return out + (" (compare withholds: < 20 tasks)" if tasks < MIN_PAIRED_TASKS else "")
 
 
 def draw(design: Design, mu: float, kappa: float, reps: int,
@@ -82,9 +125,13 @@ def coverage(design: Design, mu: float, kappa: float, reps: int, seed: int = 0) 
     strata = np.repeat(np.arange(design.domains), design.tasks) if design.domains > 1 else None
     truth = DELTA * (1 - mu)
     cell_hits, cell_w, diff_hits, diff_w, shown = 0, 0.0, 0, 0.0, 0
+    near_zero = mu <= 0.5
+    edge = int((a.sum(axis=1) == (0 if near_zero else g * m)).sum())
+    miss_edge = 0
     for ya, yb in zip(a, b):
         r = clustered_rate(ya, episodes, weights)
         cell_hits += r.lo <= mu <= r.hi
+        miss_edge += (r.hi < mu) if near_zero else (r.lo > mu)
         cell_w += r.hi - r.lo
         d = (yb - ya) / m
         if int((d != 0).sum()) < MIN_DIFFERING_TASKS:
@@ -95,7 +142,7 @@ def coverage(design: Design, mu: float, kappa: float, reps: int, seed: int = 0) 
         diff_w += hi - lo
     return Coverage(design, mu, kappa, reps, cell_hits / reps, cell_w / reps,
                     diff_hits / shown if shown else None, diff_w / shown if shown else None,
-                    shown)
+                    shown, edge / reps, miss_edge / reps, (reps - cell_hits - miss_edge) / reps)
 
 
 def grid(reps: int, seed: int = 0, designs=DESIGNS, progress=None) -> list[Coverage]:
@@ -110,12 +157,16 @@ def grid(reps: int, seed: int = 0, designs=DESIGNS, progress=None) -> list[Cover
 
 
 def table_md(rows: list[Coverage]) -> str:
-    """The markdown table: coverage (mean width) of cells and paired differences."""
-    lines = ["| design (tasks × trials) | μ | κ | cell coverage | cell width | "
-             "paired coverage | paired width | shown |", "|---|---|---|---|---|---|---|---|"]
+    """The markdown table: coverage (mean width) of cells and paired differences; for the
+    cell, the share of repetitions at the edge (no success / no failure), its misses on
+    the edge's side and the far side, and its verdict."""
+    lines = ["| design (tasks × trials) | μ | κ | cell coverage | cell width | at the edge | "
+             "misses edge / far | cell verdict | paired coverage | paired width | shown | "
+             "paired verdict |", "|" + "---|" * 12]
     for r in rows:
         diff = "–" if r.diff is None else f"{r.diff:.3f}"
         dw = "–" if r.diff_width is None else f"{r.diff_width:.3f}"
         lines.append(f"| {r.design.name} | {r.mu} | {r.kappa:g} | {r.cell:.3f} | "
-                     f"{r.cell_width:.3f} | {diff} | {dw} | {r.shown}/{r.reps} |")
+                     f"{r.cell_width:.3f} | {r.edge:.3f} | {r.miss_edge:.3f} / {r.miss_far:.3f} | "
+                     f"{r.verdict()} | {diff} | {dw} | {r.shown}/{r.reps} | {r.diff_verdict()} |")
     return "\n".join(lines)

@@ -92,4 +92,65 @@ def test_design_grid_runs_through_compare_functions_and_prints_a_table():
 
     r = coverage(DESIGNS[3], 0.5, 2.0, reps=60)  # 2 domains × 8 × 10
     assert r.shown == 60 and 0.85 <= r.cell <= 1 and 0.85 <= r.diff <= 1
+    assert r.edge == 0 and r.cell + r.miss_edge + r.miss_far == pytest.approx(1)
     assert "| 2 domains × 8 × 10 | 0.5 | 2 |" in table_md([r])
+
+
+def test_the_edge_outcome_is_counted_and_no_interval_misses_there():
+    from edv_ray.validation.coverage_designs import Design, coverage, draw
+
+    d, mu = Design(1, 8, 10), 0.05
+    r = coverage(d, mu, 1.0, reps=400)
+    rng = np.random.default_rng([0, 1, 8, 10, 50, 10])  # coverage()'s own seed
+    a, _ = draw(d, mu, 1.0, 400, rng)
+    assert r.edge == pytest.approx(float((a.sum(axis=1) == 0).mean())) and r.edge > 0.2
+    assert r.miss_edge == 0  # no success: the upper bound (8 tasks alike) is far above 0.05
+    assert clustered_rate([0] * 8, [10] * 8).hi > 0.3
+
+
+@pytest.mark.parametrize("edge,cell,far,verdict", [
+    (0.0, 0.950, 0.025, "in band"),  # inside
+    (0.0, 0.972, 0.014, "in band"),  # outside by a Monte Carlo error
+    (0.09, 0.975, 0.025, "at the bound"),  # the edge runs: 9 % > 2.5 %, far side 2.5 %
+    (0.19, 0.981, 0.019, "beyond the bound"),  # far side under 2.5 %: wider than need be
+    (0.01, 0.985, 0.015, "over"),  # the edge is rare: the band is reachable
+    (0.0, 0.900, 0.050, "under"),
+])
+def test_coverage_verdicts(edge, cell, far, verdict):
+    from edv_ray.validation.coverage_designs import Coverage, Design
+
+    c = Coverage(Design(1, 16, 10), 0.05, 1.0, 10_000, cell, 0.2, None, None, 0, edge,
+                 round(1 - cell - far, 4), far)
+    assert c.verdict() == verdict
+    assert c.diff_verdict() == "none shown"
+    shown = Coverage(Design(1, 16, 10), 0.5, 1.0, 100, 0.95, 0.3, 0.95, 0.2, 100)
+    assert shown.diff_verdict() == "in band (compare withholds: < 20 tasks)"
+
+
+def test_interval_note_marks_few_tasks_near_0_or_1():
+    assert stats.interval_note(0.05, 16) == "conservative: 16 tasks near 0"
+    assert stats.interval_note(0.95, 8) == "conservative: 8 tasks near 1"
+    assert stats.interval_note(1.0, 19) == "conservative: 19 tasks near 1"
+    # in band from 20 tasks, and away from the edges
+    assert stats.interval_note(0.05, 20) is None and stats.interval_note(0.5, 8) is None
+    assert stats.interval_note(None, 8) is None and stats.interval_note(0.05, 0) is None
+
+
+def test_compare_prints_the_note_next_to_a_small_cell_near_0():
+    import pyarrow.compute as pc
+
+    from edv_ray.report.compare_units import ALL, Scored, fmt_cell
+    from edv_ray.validation.coverage import compare_con, planted_tables
+
+    t = planted_tables(1, 8, 10, 0.2)  # 2 domains × 8 tasks × 10 trials, methods A and B
+    rare = pc.and_(pc.equal(t["task_id"], "t0"), pc.less(t["trial"], 2))
+    s = Scored(compare_con(t.set_column(t.schema.get_field_index("success"), "success", rare)))
+    g = s.groups[0].label
+    cell, one = s.cell(g, "edv"), s.cell(g, "edv", ALL, "d1")
+    assert cell["interval_note"] == "conservative: 16 tasks near 0"
+    assert fmt_cell(cell).endswith("(conservative: 16 tasks near 0)")
+    assert fmt_cell(cell, pooled=True).endswith("(conservative: 16 tasks near 0)")
+    assert one["interval_note"] == "conservative: 8 tasks near 0"
+    big = Scored(compare_con(planted_tables(1, 10, 3, 0.2)))  # 20 tasks, rate ~0.5
+    assert big.cell(big.groups[0].label, "edv")["interval_note"] is None
+    assert "conservative" not in fmt_cell(big.cell(big.groups[0].label, "edv"))
