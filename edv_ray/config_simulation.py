@@ -137,6 +137,20 @@ class AgentProfile(_Strict):
         return v
 
 
+class TaskSpread(_Strict):
+    """Per-task difficulty (tasks are not alike): each task's rate is drawn once from
+    Beta(μκ, (1 − μ)κ) around the agent's base rate μ for its type — mean μ, κ the
+    ``concentration`` (κ = 1-2: tasks mostly solved or mostly not; a task's trials then
+    correlate with 1 / (κ + 1)). ``per: agent``: each (agent, task) draws its own (agents
+    find different tasks hard); ``per: task``: one quantile per task, shared by every
+    agent (a hard task is hard for all). A base of 0 or 1 stays. Memory shifts add to the
+    task's rate. The checks' closed forms take μ as the rate of a type: a world that sets
+    this plants only what holds over the population of tasks (check 6d's coverage)."""
+
+    concentration: float = Field(..., gt=0.0, le=1000.0)
+    per: Literal["agent", "task"] = "agent"
+
+
 class SimulationProfile(_Strict):
     """The ``simulation:`` section of a model with ``engine: simulated``."""
 
@@ -153,6 +167,7 @@ class SimulationProfile(_Strict):
     task_types: Literal["benchmark", "domain"] = "benchmark"
     task_type_map: dict[str, str] = Field(default_factory=dict)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
+    task_spread: TaskSpread | None = None  # None: every task of a type at the base rate
     # used for agents not listed; None: such an agent's requests are refused (HTTP 400)
     default_agent: AgentProfile | None = None
     memory: MemoryEffect = Field(default_factory=MemoryEffect)

@@ -65,6 +65,11 @@ def load_source(path: str) -> Source:
         raise ConfigError(f"{path}: none of its methods ({', '.join(left)}) can be modelled "
                           "from a profile")
     notes = [f"not modelled from a profile: {', '.join(left)}"] if left else []
+    spreads = {(sp.concentration, sp.per) for sp in (x.task_spread for x in prof.profiles.values()) if sp}
+    notes += [f"the profile's task_spread (κ = {k:g}, per {per}: a task's trials correlate "
+              f"{1 / (k + 1):.2f} on the rate scale) is not read here; the outcome model's "
+              f"latent ICCs come from --{'agent' if per == 'agent' else 'task'}-icc"
+              for k, per in sorted(spreads)]
     return Source("profile", methods, design, None, notes)
 
 

@@ -1,7 +1,8 @@
 """The engine as an acting agent (role ``agent``) and as τ²-bench's user (``user_sim``).
 
 An episode's success is decided once, consistently across its calls: the agent's planted
-base probability for the task's planted type, shifted by the items retrieved into its
+rate on the task (its base probability for the task's planted type, or with
+``task_spread`` the task's own draw around it), shifted by the items retrieved into its
 system prompt (decoded from their hidden tags), against a uniform draw keyed by the
 episode (its id holds stage, epoch, domain, task, trial and agent). The agent then plays
 the benchmark for real — the gold path, or a planted failure — so the benchmark grades
@@ -48,7 +49,7 @@ class Acting:
         items = experience_items(text_of(req["messages"], "system"))
         n = P.count_items([codec.item_truth(t) for t in items],
                           codec.h16(f"{domain}/{task_type}"), effect)
-        p = P.success_probability(profile, agent, task_type, n)
+        p = P.success_probability(profile, agent, task_type, n, (domain, task_id))
         key = episode_key(profile, tag, req)
         return uniform(key, "success") < p, key, p
 

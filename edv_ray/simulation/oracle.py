@@ -61,6 +61,11 @@ class Oracle:
     def base_success(self, agent: str, task_type: str) -> float:
         return P.base_success(self.profile, agent, task_type)
 
+    def task_rate(self, agent: str, domain: str, task_id: str) -> float:
+        """The agent's planted rate on one task (= the type's base rate without
+        ``task_spread``)."""
+        return P.task_rate(self.profile, agent, self.task_type(domain, task_id), (domain, task_id))
+
     def memory_count(self, agent: str, domain: str, task_type: str, items: list[str]) -> P.MemoryCount:
         """Retrieved items classified as the engine sees them (first max_items)."""
         return P.count_items([self.codec.item_truth(t) for t in items],
@@ -69,7 +74,9 @@ class Oracle:
     def success_probability(self, agent: str, domain: str, task_type: str,
                             items: list[str] = ()) -> float:
         """P(success) of an episode of this agent on a task of this planted type, given the
-        texts of the items retrieved into its prompt (empty: no memory)."""
+        texts of the items retrieved into its prompt (empty: no memory); with
+        ``task_spread``, over the population of tasks (the base rate μ: exact while no
+        clipping at 0 / 1 — :meth:`task_rate` gives one task's)."""
         n = self.memory_count(agent, domain, task_type, list(items))
         return P.success_probability(self.profile, agent, task_type, n)
 
@@ -100,7 +107,9 @@ class Oracle:
         ``model``, the served name, matter only with ``draw_identity: request_seed``)."""
         tag = {"agent": agent, "domain": domain, "task_id": task_id, "trial": str(trial),
                "episode_id": episode_id}
-        p = self.success_probability(agent, domain, self.task_type(domain, task_id), list(items))
+        task_type = self.task_type(domain, task_id)
+        n = self.memory_count(agent, domain, task_type, list(items))
+        p = P.success_probability(self.profile, agent, task_type, n, (domain, task_id))
         key = episode_key(self.profile, tag, {"seed": request_seed, "model": model})
         return uniform(key, "success") < p
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scipy.special import betaincinv
+
 from edv_ray.config_simulation import (
     AgentProfile,
     JudgeProfile,
@@ -18,7 +20,7 @@ from edv_ray.config_simulation import (
     VerifyProfile,
     WriterProfile,
 )
-from edv_ray.simulation.codec import ItemTruth
+from edv_ray.simulation.codec import ItemTruth, uniform
 
 
 class UnknownAgent(KeyError):
@@ -97,11 +99,29 @@ def memory_shift(effect: MemoryEffect, n: MemoryCount) -> float:
             - n.wrong * effect.harm_wrong)
 
 
+def task_rate(profile: SimulationProfile, agent: str, task_type: str,
+              task: tuple[str, str]) -> float:
+    """The agent's rate on one task (``task``: domain, task id): the base rate of its type,
+    or with ``task_spread`` the Beta(μκ, (1 − μ)κ) quantile at the task's seeded draw."""
+    mu = base_success(profile, agent, task_type)
+    spread = profile.task_spread
+    if spread is None or not 0.0 < mu < 1.0:
+        return mu
+    who = agent if spread.per == "agent" else ""
+    u = uniform(profile.seed, "difficulty", who, *task)
+    k = spread.concentration
+    return float(betaincinv(mu * k, (1.0 - mu) * k, u))
+
+
 def success_probability(profile: SimulationProfile, agent: str, task_type: str,
-                        n: MemoryCount = MemoryCount()) -> float:
-    """P(the episode succeeds) for this agent and planted type, with these items retrieved."""
+                        n: MemoryCount = MemoryCount(),
+                        task: tuple[str, str] | None = None) -> float:
+    """P(the episode succeeds) for this agent and planted type, with these items retrieved;
+    on one ``task`` (domain, id) its :func:`task_rate`, else the type's base rate."""
     effect = block(profile, agent, "memory")
-    return clip(base_success(profile, agent, task_type) + memory_shift(effect, n))
+    base = base_success(profile, agent, task_type) if task is None else task_rate(
+        profile, agent, task_type, task)
+    return clip(base + memory_shift(effect, n))
 
 
 def p_correct(w: WriterProfile, *, contrast: bool, own: bool, sees_reward: bool,

@@ -17,6 +17,8 @@ Two sources of repetitions:
 
 from __future__ import annotations
 
+from math import comb
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -87,19 +89,27 @@ def coverage_row(check: str, hits: int, reps: int, truth_text: str, detail: str)
                not inside)
 
 
-def exact_cell_coverage(p: float, tasks: int, trials: int) -> float:
-    """The exact probability that the task-clustered interval of a cell of ``tasks`` ×
-    ``trials`` independent episodes at rate ``p`` covers ``p`` (every split of the tasks
-    by their number of successes, weighted by its multinomial probability)."""
-    from itertools import combinations_with_replacement
-    from math import comb, factorial, prod
+EXACT_SPLITS = 20_000  # 6d gives the exact coverage while its design has no more splits
 
-    per = [comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(trials + 1)]
+
+def exact_cell_coverage(p: float, tasks: int, trials: int, kappa: float | None = None) -> float:
+    """The exact probability that the task-clustered interval of a cell of ``tasks`` ×
+    ``trials`` episodes covers ``p`` (every split of the tasks by their number of
+    successes, weighted by its multinomial probability). A task's successes are
+    Binomial(trials, p), or with ``kappa`` (the profile's ``task_spread``: each task's rate
+    ~ Beta(pκ, (1 − p)κ)) beta-binomial."""
+    from itertools import combinations_with_replacement
+    from math import factorial, prod
+
+    from scipy.stats import betabinom, binom
+
+    per = (binom.pmf(range(trials + 1), trials, p) if kappa is None
+           else betabinom.pmf(range(trials + 1), trials, p * kappa, (1 - p) * kappa))
     total = 0.0
     for succ in combinations_with_replacement(range(trials + 1), tasks):
         counts = [succ.count(k) for k in range(trials + 1)]
         weight = factorial(tasks) / prod(factorial(c) for c in counts) * prod(
-            q ** c for q, c in zip(per, counts))
+            float(q) ** c for q, c in zip(per, counts))
         r = clustered_rate(list(succ), [trials] * tasks)
         total += weight * (r.lo <= p <= r.hi)
     return total
@@ -131,17 +141,25 @@ def planted_coverage(reps: int, tasks: int = 20, trials: int = TRIALS, delta: fl
 
 
 def framework_coverage(run, ex) -> Row:
-    """No-Memory's per-agent cells of a run whose agents all share one planted rate."""
+    """No-Memory's per-agent cells of a run whose agents all share one planted rate (with
+    ``task_spread``, its mean over tasks; ``per: agent`` keeps the agents' cells
+    independent repetitions)."""
     agents, domain = ex.executors, ex.domains[0]  # the design's, not the run's
     hits, shape, exact, c = 0, "", "", None
     p = ex.p(agents[0], domain)
+    spread = ex.o.profile.task_spread
+    if spread is not None and spread.per != "agent":
+        raise ValueError("check 6d takes each agent as a repetition: task_spread must be per agent")
+    kappa = None if spread is None else spread.concentration
     for a in agents:
         c = run.cell("no_memory", domain, agent=a)
         hits += c.lo <= ex.p(a, domain) <= c.hi
         shape = f"{c.tasks} tasks, n = {c.n} each"
-    if c is not None and c.tasks and c.n % c.tasks == 0 and c.n // c.tasks <= 4 and c.tasks <= 40:
-        exact = (f"; exact coverage of this interval at {c.tasks} × {c.n // c.tasks}: "
-                 f"{exact_cell_coverage(p, c.tasks, c.n // c.tasks):.3f}")
+    if (c is not None and c.tasks and c.n % c.tasks == 0
+            and comb(c.tasks + c.n // c.tasks, c.tasks) <= EXACT_SPLITS):
+        exact = (f"; exact coverage of this interval at {c.tasks} × {c.n // c.tasks}"
+                 + ("" if kappa is None else f", task rates ~ Beta({p * kappa:g}, {(1 - p) * kappa:g})")
+                 + f": {exact_cell_coverage(p, c.tasks, c.n // c.tasks, kappa):.3f}")
     return coverage_row("6d coverage: per-agent Pass@1 cells of a simulated run (framework tables)",
                         hits, len(agents), num(p),
                         f"{len(agents)} agents as repetitions, {shape}; task-clustered{exact}")

@@ -40,11 +40,17 @@ class Run:
 
     def cell(self, method: str, domain: str, agent: str = ALL, epoch="last",
              confidence: float = 0.95) -> Rate:
-        """A compare cell of one domain: its Pass@1 and task-clustered interval (compare's
-        own counts and :func:`clustered_rate`, at any ``confidence``)."""
+        """A compare cell of one domain: its Pass@1 and task-clustered interval — at 95 %
+        compare's own cell (:meth:`Scored.cell`, what ``compare.md`` prints), at another
+        ``confidence`` compare's counts through :func:`clustered_rate`."""
         if domain == ALL:
             raise ValueError("per-domain cells only (the mean of domain scores is compare's)")
-        tc = self.scored(epoch).task_counts(self.group, method, agent, domain)
+        s = self.scored(epoch)
+        if confidence == 0.95:
+            c = s.cell(self.group, method, agent, domain)
+            return Rate(c["successes"], c["n"], c["pass_at_1"], c["ci_lo"], c["ci_hi"], c["tasks"],
+                        c["n_eff"], c["interval"])
+        tc = s.task_counts(self.group, method, agent, domain)
         keys = sorted(tc)
         return clustered_rate([tc[k][0] for k in keys], [tc[k][1] for k in keys],
                               confidence=confidence)

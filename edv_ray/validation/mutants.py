@@ -4,8 +4,8 @@ tree, and the fast suite run on that copy — does a planted-vs-measured row cat
 A :class:`Mutant` is a named bug: one or more exact text edits of framework files (each
 ``old`` must occur exactly once, so a refactor that moves the code makes the mutant fail
 loudly instead of testing nothing) and the fast worlds whose checks it can move (running
-only those keeps the table affordable; ``coverage`` is check 6's planted outcome tables,
-no world run). :func:`apply` writes a mutated copy; ``experiments/validation/mutants.py``
+only those keeps the table affordable; ``coverage`` is check 6's planted outcome tables
+and the coverage world's run, 6d). :func:`apply` writes a mutated copy; ``experiments/validation/mutants.py``
 runs the suite on it and prints the table (``experiments/validation/README.md``).
 
 Only framework code is mutated — never the simulated engine (the planted world) nor the

@@ -22,7 +22,7 @@ from edv_ray.validation.measure import Run
 from edv_ray.validation.runs import run_world
 from edv_ray.validation.worlds import World, load_world
 
-WORLDS = {"fast": ("main", "null", "homogeneous", "epochs", "gains"),
+WORLDS = {"fast": ("main", "null", "homogeneous", "epochs", "gains", "coverage"),
           "full": ("main", "null", "homogeneous", "epochs", "gains", "coverage")}
 MC_REPS = {"fast": 400, "full": 2000}  # Monte Carlo repetitions of the planted expectations
 COVERAGE_REPS = {"fast": 1000, "full": 4000}

@@ -6,7 +6,7 @@ A world file is a run config (``extends:`` works as for ``edv run``) plus a
 ``validation:`` section the suite reads and removes: ``sizes`` (per size: training and
 test tasks per domain, trials), ``exclude`` (per domain, tasks the engine cannot fail —
 they would pass whatever was planted) and, for the coverage world, ``agents`` (how many
-identical agents, each a repetition).
+identical agents, each a repetition; a size's own ``agents`` overrides it).
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ def load_world(name: str, size: str, output_dir: str | Path | None = None,
                       "train_task_ids": train, "num_train_tasks": None},
         "runtime": {"trials": int(sz.get("trials", 1))},
     })
-    if "agents" in meta:  # the coverage world: identical agents a000, a001, …
-        names = [f"a{i:03d}" for i in range(int(meta["agents"]))]
+    if "agents" in meta:  # the coverage world: identical agents a000, a001, … (a size may say how many)
+        names = [f"a{i:03d}" for i in range(int(sz.get("agents", meta["agents"])))]
         cfg["agents"] = [{"name": n, "model": "sim", "prompt_strategy": "native_tools"} for n in names]
         cfg["roles"] = {**cfg.get("roles", {}), "executors": names}
     declare_identities(cfg)

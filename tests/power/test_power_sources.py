@@ -156,3 +156,13 @@ def test_cli_on_a_pilot_folder(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "rates measured in the pilot run" in out
     assert "edv vs router" in out and "edv vs no_memory" not in out
+
+
+def test_a_profile_with_task_spread_says_power_does_not_read_it(tmp_path):
+    from edv_ray.power.run import load_source
+
+    plain = load_source(str(sim_config(tmp_path)))
+    assert not any("task_spread" in n for n in plain.notes)
+    spread = load_source(str(sim_config(tmp_path, task_spread={"concentration": 1.0})))
+    note = next(n for n in spread.notes if "task_spread" in n)
+    assert "κ = 1" in note and "0.50" in note and "--agent-icc" in note

@@ -61,9 +61,9 @@ def test_framework_own_rows_are_told_apart():
 
 @pytest.mark.slow
 def test_ci_subset_is_caught_by_planted_rows(tmp_path):
-    """The table's CI subset: two interval bugs (planted outcome tables) and grades
-    inverted in the stage prompts (the main world; caught only because the engine's roles
-    act on the grade they are shown)."""
+    """The table's CI subset: two interval bugs (planted outcome tables and the coverage
+    world's run) and grades inverted in the stage prompts (the main world; caught only
+    because the engine's roles act on the grade they are shown)."""
     names = ["ninety_percent", "clustering_ignored_domain", "grades_inverted"]
     rc = subprocess.run([sys.executable, str(ROOT / "experiments/validation/mutants.py"), "--only",
                          *names, "--worlds", "main", "coverage", "--out", str(tmp_path)],
@@ -71,7 +71,8 @@ def test_ci_subset_is_caught_by_planted_rows(tmp_path):
     got = {r["name"]: r for r in json.loads((tmp_path / "mutants.json").read_text())}
     assert rc == 0, {n: (r["verdict"], r["rows"]) for n, r in got.items()}
     assert all(got[n]["verdict"] == "caught" for n in names)
-    assert any(c.startswith("6b") for c in got["clustering_ignored_domain"]["rows"])
+    # the planted tables and the coverage world's whole-framework run (tasks not alike)
+    assert {c[:2] for c in got["clustering_ignored_domain"]["rows"]} >= {"6b", "6d"}
     assert "| `grades_inverted` | grades inverted in the distiller's and verifiers' prompts | main |" \
         in (tmp_path / "mutants.md").read_text()
 
