@@ -73,3 +73,14 @@ def test_a_check_fed_the_wrong_world_fails(worlds):
     rows = check_main.margin_rows(run_null, suite.expect_for(w_main), w_main.config, "wrong world",
                                   "3x", 100)
     assert rows[0].ok is False
+
+
+def test_coverage_world_cells_cover_with_tasks_not_alike(worlds):
+    """6d on the unmutated tree: compare's per-agent cells of a run whose tasks are not
+    alike (task_spread) cover the planted mean — the row that catches the clustering
+    mutants (tests/validation/test_mutants.py) passes when nothing is wrong."""
+    w, run = worlds("coverage")
+    rows = suite.coverage_checks("fast", w, run)
+    _all_pass(rows, {"6a", "6b", "6c", "6d"})
+    six_d = next(r for r in rows if r.check.startswith("6d"))
+    assert "Beta(0.6, 0.4)" in six_d.detail and "80 agents" in six_d.detail
