@@ -179,13 +179,9 @@ def clustered_rate(successes: Sequence[int], episodes: Sequence[int],
 
 def interval_note(rate: float | None, tasks: int) -> str | None:
     """The note compare prints next to a cell with fewer than :data:`MIN_PAIRED_TASKS` tasks
-    and a rate within :data:`NEAR_EDGE` of 0 or 1, else None. There, the chance that no
-    task has a success (a failure, near 1) is often over 2.5 %; those runs all see the same
-    data, so an interval that grows with the successes covers the rate in all of them or in
-    none, and an equal-tailed 95 % interval must cover them all: its coverage is at least
-    0.975 whatever the method. :func:`clustered_rate` covers 0.974-0.981 there in the
-    simulation of :mod:`edv_ray.validation.coverage_designs` (16 and 8 tasks × 10 trials,
-    rates 0.05 / 0.95, heterogeneous tasks), in band (0.93-0.97) from 20 tasks."""
+    and a rate within :data:`NEAR_EDGE` of 0 or 1, else None: there no equal-tailed 95 %
+    interval can cover less than 0.975 (why: :mod:`edv_ray.validation.coverage_designs`;
+    :func:`clustered_rate` covers 0.974-0.981 there, in band from 20 tasks)."""
     if rate is None or not 0 < tasks < MIN_PAIRED_TASKS or NEAR_EDGE < rate < 1 - NEAR_EDGE:
         return None
     return f"conservative: {tasks} tasks near {0 if rate <= 0.5 else 1}"

@@ -71,22 +71,15 @@ class Coverage:
     miss_edge: float = 0.0  # cell misses between μ and the near edge (μ ≤ ½: hi < μ)
     miss_far: float = 0.0  # cell misses on the other side
 
-    def inside(self) -> tuple[bool, bool]:
-        ok = [BAND[0] <= self.cell <= BAND[1],
-              self.diff is not None and BAND[0] <= self.diff <= BAND[1]]
-        return ok[0], ok[1]
-
     def verdict(self) -> str:
         """``in band`` when the observed coverage is consistent with 0.93–0.97 (its 95 %
         Wilson interval over the repetitions meets the band). Above it where no
         equal-tailed interval can cover less (the edge outcome's share over 2.5 %): ``at
         the bound`` when the far-side misses are consistent with 2.5 %, ``beyond the
         bound`` when fewer (wider than it need be). Else ``over`` / ``under``."""
-        cov = wilson(round(self.cell * self.reps), self.reps)
-        if cov.lo <= BAND[1] and cov.hi >= BAND[0]:
-            return "in band"
-        if cov.hi < BAND[0]:
-            return "under"
+        out = _band(self.cell, self.reps)
+        if out != "over":
+            return out
         far = wilson(round(self.miss_far * self.reps), self.reps)
         if self.edge <= TAIL or far.lo > TAIL:
             return "over"
@@ -97,11 +90,18 @@ class Coverage:
         shown repetitions, with ``compare withholds`` below compare's task minimum."""
         if self.diff is None:
             return "none shown"
-        cov = wilson(round(self.diff * self.shown), self.shown)
-        out = ("in band" if cov.lo <= BAND[1] and cov.hi >= BAND[0]
-               else "over" if cov.lo > BAND[1] else "under")
         tasks = self.design.domains * self.design.tasks
-        return out + (" (compare withholds: < 20 tasks)" if tasks < MIN_PAIRED_TASKS else "")
+        return _band(self.diff, self.shown) + (
+            f" (compare withholds: < {MIN_PAIRED_TASKS} tasks)" if tasks < MIN_PAIRED_TASKS else "")
+
+
+def _band(share: float, reps: int) -> str:
+    """``in band`` when ``share`` of ``reps`` repetitions is consistent with the band (its
+    95 % Wilson interval meets it), else ``over`` / ``under``."""
+    cov = wilson(round(share * reps), reps)
+    if cov.lo <= BAND[1] and cov.hi >= BAND[0]:
+        return "in band"
+    return "over" if cov.lo > BAND[1] else "under"
 
 
 def draw(design: Design, mu: float, kappa: float, reps: int,
