@@ -21,7 +21,6 @@ from edv_ray.config import Sampling, parse_benchmark
 from edv_ray.methods.answers import Caller, ask_json, decoding_schema, parse_json  # noqa: F401
 from edv_ray.llm.client import CallContext, CallLedger, Endpoint, LLMClient
 from edv_ray.prompts.budget import fit_prompt
-from edv_ray.results.parquet_io import write_rows_atomic
 from edv_ray.results.schema import CALL_SCHEMA
 
 class RoleBinding(BaseModel):
@@ -119,14 +118,16 @@ def stage_ctx(job, role: str, agent: str, trial: int = 0) -> CallContext:
 def write_calls(job, ledger: CallLedger, name: str) -> None:
     """Call rows of a stage job under ``llm_calls/stage=<stage of each call>/`` (the
     job's kind unless a call was made under another stage, e.g. EDV's poison votes under
-    ``verify_audit``; unique file names)."""
+    ``verify_audit``), through the process's group commit (``RunStore.write_calls``:
+    returns once they are on disk; alone, a file of unique name)."""
+    from edv_ray.results.store import RunStore
+
     by_stage: dict[str, list] = {job.kind: []}
     for r in ledger.rows():
         by_stage.setdefault(r.get("stage") or job.kind, []).append(
             {k: r.get(k) for k in CALL_SCHEMA.names})
+    store = RunStore(job.run_dir)
     for stage, rows in by_stage.items():
         if not rows and stage != job.kind:
             continue
-        fname = name.replace(".parquet", f".{uuid.uuid4().hex[:8]}.parquet")
-        write_rows_atomic(rows, Path(job.run_dir) / "llm_calls" / f"stage={stage}" / fname,
-                          CALL_SCHEMA)
+        store.write_calls(stage, rows, name.replace(".parquet", f".{uuid.uuid4().hex[:8]}.parquet"))

@@ -21,7 +21,15 @@ def task_file(task_id: str, domain: str) -> str:
     return f"{domain}-{slug}-{digest}.parquet"
 
 
+BATCH_PREFIX = "batch-"  # a file of several episodes' (or stage jobs') rows: group commit
+
+
 class RunStore:
+    """A run folder's tables. Episode rows and call rows go through the process's group
+    commit (:func:`committer`): a write returns once the rows are on disk, in a file of
+    their own (``<episode>.a<attempt>.parquet``) when written alone, else in a
+    ``batch-<hex>.parquet`` with the rows of the episodes and jobs that ended with them."""
+
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
 
@@ -31,22 +39,76 @@ class RunStore:
     def calls_path(self, stage: str, episode_id: str, attempt: int) -> Path:
         return self.run_dir / "llm_calls" / f"stage={stage}" / f"{episode_id}.a{attempt}.parquet"
 
+    def work(self):
+        """Count an episode or stage job as running in this process (see
+        ``results.group_commit``): its writes may then wait for others' to join them."""
+        return committer(self.run_dir).work()
+
     def write_episode(self, stage: str, row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
         """Calls first, then the episode row: an episode file means its calls are there.
         Both carry the attempt and a fresh ``attempt_id``: a call row whose attempt has no
         episode row (lost with a damaged segment) is an orphan the views leave out."""
         import uuid
 
-        eid, attempt = row["episode_id"], row["attempt"]
         row = {**row, "attempt_id": row.get("attempt_id") or uuid.uuid4().hex}
         call_rows = [{**{k: c.get(k) for k in CALL_SCHEMA.names},
-                      "attempt": attempt, "attempt_id": row["attempt_id"]} for c in calls]
-        write_rows_atomic(call_rows, self.calls_path(stage, eid, attempt), CALL_SCHEMA, small=True)
-        write_rows_atomic([row], self.episode_path(stage, eid, attempt), EPISODE_SCHEMA,
-                          small=True)
+                      "attempt": row["attempt"], "attempt_id": row["attempt_id"]} for c in calls]
+        committer(self.run_dir).submit(("episode", stage, row, call_rows))
+
+    def write_calls(self, stage: str, rows: list[dict[str, Any]], name: str) -> None:
+        """A stage job's call rows (``name``: its file's name when written alone)."""
+        committer(self.run_dir).submit(("calls", stage, rows, name))
 
     def write_pool(self, rows: list[dict[str, Any]]) -> None:
         write_rows_atomic(rows, self.run_dir / "pool" / "agents.parquet", POOL_SCHEMA)
+
+    def write_batch(self, items: list[tuple]) -> None:
+        """One group commit's items: per stage one call file, then one episode file (a lone
+        item keeps its own file name)."""
+        import secrets
+
+        if len(items) == 1:
+            kind, stage, rows, extra = items[0]
+            if kind == "episode":
+                eid, attempt = rows["episode_id"], rows["attempt"]
+                write_rows_atomic(extra, self.calls_path(stage, eid, attempt), CALL_SCHEMA,
+                                  small=True)
+                write_rows_atomic([rows], self.episode_path(stage, eid, attempt),
+                                  EPISODE_SCHEMA, small=True)
+            else:
+                write_rows_atomic(rows, self.run_dir / "llm_calls" / f"stage={stage}" / extra,
+                                  CALL_SCHEMA)
+            return
+        name = f"{BATCH_PREFIX}{secrets.token_hex(8)}.parquet"
+        calls: dict[str, list] = {}
+        episodes: dict[str, list] = {}
+        for kind, stage, rows, extra in items:
+            if kind == "episode":
+                calls.setdefault(stage, []).extend(extra)
+                episodes.setdefault(stage, []).append(rows)
+            else:
+                calls.setdefault(stage, []).extend(rows)
+        for stage, rows in calls.items():
+            write_rows_atomic(rows, self.run_dir / "llm_calls" / f"stage={stage}" / name,
+                              CALL_SCHEMA)
+        for stage, rows in episodes.items():
+            write_rows_atomic(rows, self.run_dir / "episodes" / f"stage={stage}" / name,
+                              EPISODE_SCHEMA, small=True)
+
+
+_committers: dict[Path, Any] = {}
+_committers_lock = threading.Lock()
+
+
+def committer(run_dir: str | Path):
+    """This process's group commit for one run folder (``results.group_commit``)."""
+    from edv_ray.results.group_commit import GroupCommit
+
+    key = Path(run_dir)
+    with _committers_lock:
+        if key not in _committers:
+            _committers[key] = GroupCommit(RunStore(key).write_batch)
+        return _committers[key]
 
 
 COMPACTED = "compacted.parquet"  # the single merged file of earlier versions (still read)

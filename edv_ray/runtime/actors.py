@@ -143,7 +143,9 @@ class EpisodeWorker:
         from edv_ray.runtime.episode import run_episode
         from edv_ray.runtime.spec import EpisodeSpec
 
-        return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client, self._store)
+        with self._store.work():  # its writes may wait for others' (results.group_commit)
+            return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client,
+                               self._store)
 
     def run_job(self, handler: str, job_json: str) -> dict:
         """A method's stage job (e.g. distill / verify one task): ``handler`` names the
@@ -151,4 +153,5 @@ class EpisodeWorker:
         is resolved by name, so the runtime imports no method."""
         from edv_ray.runtime.episode import resolve_provider
 
-        return resolve_provider(handler)(job_json, self._client)
+        with self._store.work():
+            return resolve_provider(handler)(job_json, self._client)

@@ -119,12 +119,12 @@ def run_config(data: Path, out: Path, workers: int, args) -> dict:
 # ---- one run --------------------------------------------------------------------------
 def episodes_done(run_dir: Path) -> int:
     """Episode rows on disk: loose per-episode files plus the rows of compacted segments
-    (read from their footers, so counting stays cheap)."""
+    and group-commit batches (read from their footers, so counting stays cheap)."""
     import pyarrow.parquet as pq
 
     n = 0
     for f in (run_dir / "episodes").glob("stage=*/*.parquet"):
-        if f.name.startswith("compacted"):
+        if f.name.startswith(("compacted", "batch-")):
             try:
                 n += pq.ParquetFile(f).metadata.num_rows
             except OSError:  # a segment being renamed into place: the next sample has it
@@ -137,24 +137,28 @@ def episodes_done(run_dir: Path) -> int:
 class DriverCpu:
     """The driver's CPU seconds (``time.process_time``: every thread of this process)
     spent in each fan-out of :class:`EpisodeRunner` — ``run`` (episodes) and ``run_jobs``
-    (stage jobs) — with the count of items each ran: ``[(label, kind, items, cpu_s)]``."""
+    (stage jobs) — with the count of items each ran: ``[(label, kind, items, cpu_s)]``,
+    and each fan-out's wall-clock span (``spans``: ``[(label, kind, items, t0, t1)]``, for
+    the stage table: every process group's CPU over that span)."""
 
     def __init__(self) -> None:
         from edv_ray.runtime.batch import EpisodeRunner
 
         self.stages: list[tuple[str, str, int, float]] = []
+        self.spans: list[tuple[str, str, int, float, float]] = []
         self._cls, self._saved = EpisodeRunner, (EpisodeRunner.run, EpisodeRunner.run_jobs)
         EpisodeRunner.run = self._timed(EpisodeRunner.run, "episodes")
         EpisodeRunner.run_jobs = self._timed(EpisodeRunner.run_jobs, "jobs")
 
     def _timed(self, fan_out, kind: str):
         def timed(runner, items, *a, **kw):
-            c0 = time.process_time()
+            c0, t0 = time.process_time(), time.time()
             try:
                 return fan_out(runner, items, *a, **kw)
             finally:
                 label = kw.get("label", a[0] if a else kind)
                 self.stages.append((label, kind, len(items), time.process_time() - c0))
+                self.spans.append((label, kind, len(items), t0, time.time()))
         return timed
 
     def restore(self) -> None:
@@ -207,6 +211,41 @@ class Monitor(threading.Thread):
         self.halt.set()
         self.join()
         self.sample()
+
+
+def stage_table(spans: list[tuple[str, str, int, float, float]], sampler: TreeSampler,
+                t0: float, t1: float) -> list[dict]:
+    """Per fan-out (execute per epoch, distill, verify, embed, inference): items, wall
+    seconds, items/s and each process group's CPU over its span (``sampler`` samples every
+    ``--sample-s``: short spans are coarse); then "between" — what the run spent outside
+    the fan-outs (planning, merges and bank indexing on the driver, the report)."""
+    rows = []
+    for label, kind, n, a, b in spans:
+        cpu = sampler.cpu_between(a, b)
+        rows.append({"stage": label, "items": f"{n:,} {kind}", "wall": b - a,
+                     "rate": n / max(b - a, 1e-9), "cpu": cpu,
+                     "ms_per_item": 1000 * sum(cpu.values()) / max(n, 1)})
+    whole = sampler.cpu_between(t0, t1)
+    inside = {g: sum(r["cpu"].get(g, 0.0) for r in rows) for g in whole}
+    rows.append({"stage": "between fan-outs", "items": "", "rate": float("nan"),
+                 "wall": (t1 - t0) - sum(r["wall"] for r in rows), "ms_per_item": float("nan"),
+                 "cpu": {g: max(0.0, whole[g] - inside[g]) for g in whole}})
+    return rows
+
+
+def print_stage_table(console, rows: list[dict], workers: int) -> None:
+    from rich.table import Table
+
+    groups = sorted({g for r in rows for g in r["cpu"]})
+    table = Table(title=f"stages, {workers} worker(s): wall and CPU (s) by process group")
+    for col in ("stage", "items", "wall s", "items/s", *(f"CPU {g}" for g in groups),
+                "CPU ms per item"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(r["stage"], r["items"], f"{r['wall']:.0f}", f"{r['rate']:.1f}",
+                      *(f"{r['cpu'].get(g, 0.0):.0f}" for g in groups),
+                      f"{r['ms_per_item']:.1f}")
+    console.print(table)
 
 
 def query_times(run_dir: Path) -> dict:
@@ -307,6 +346,7 @@ def run_one(data: Path, workers: int, args, log) -> dict:
     return {"workers": workers, "complete": result.complete, "wall": wall,
             "load_before": "/".join(load0), "load_after": "/".join(load1),
             "samples": monitor.samples, "cpu": cpu,
+            "stages": stage_table(driver.spans, sampler, t0, t0 + wall),
             "driver_cpu": driver.lines(cpu.get("driver", 0.0)), "driver_ms_episode": driver.ms_per_item("episodes"),
             "driver_ms_job": driver.ms_per_item("jobs"), **q}
 
@@ -369,6 +409,7 @@ def main() -> int:
                           f"CPU s by group: " + ", ".join(f"{g} {v:.0f}" for g, v in
                                                           sorted(r['cpu'].items())))
             console.print(f"  files by folder: {r['files_by_folder']}")
+            print_stage_table(console, r["stages"], w)
             for line in r["driver_cpu"]:
                 console.print(line, highlight=False)
             console.print("  view seconds: " + ", ".join(

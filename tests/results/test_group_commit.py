@@ -1,0 +1,183 @@
+"""Group commit (``results.group_commit``): episodes and stage jobs that end together in a
+worker are written together — and nothing else changes: each write returns only once its
+rows are on disk, a lone one is not held back, a failed write fails every writer of its
+batch, and the run folder reads the same (views, lookups of the latest attempt, resume)
+whether its episodes were written one by one or in batches."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from edv_ray.methods.jobkit import load_episode
+from edv_ray.results import store as S
+from edv_ray.results.episode_lookup import find_episode
+from edv_ray.results.group_commit import GroupCommit
+from edv_ray.results.views import connect
+from edv_ray.runtime.plan import finished_attempts
+
+
+def _in_threads(n: int, fn) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            fn(i)
+        except BaseException as err:  # noqa: BLE001 - collected for the assertion
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a submission never returned"
+    return errors
+
+
+def test_concurrent_work_is_written_in_batches_each_submit_after_its_write():
+    written: list[list[int]] = []
+    on_disk: set[int] = set()
+    gc = GroupCommit(lambda items: (written.append(list(items)), on_disk.update(items)),
+                     max_items=8, max_wait_s=5.0)
+    start = threading.Barrier(20)
+
+    def work(i: int) -> None:
+        with gc.work():
+            start.wait()
+            gc.submit(i)
+            assert i in on_disk  # returned only once written
+
+    assert _in_threads(20, work) == []
+    assert sorted(x for batch in written for x in batch) == list(range(20))  # each once
+    assert len(written) < 20 and max(len(b) for b in written) <= 8
+
+
+def test_a_lone_submission_is_not_held_back():
+    """Outside any counted work (a test calling run_episode directly) and as the only
+    running work, a submission is written at once — not after ``max_wait_s``."""
+    written: list[list[int]] = []
+    gc = GroupCommit(written.append, max_wait_s=3600.0)
+    assert _in_threads(1, gc.submit) == []
+    with gc.work():
+        assert _in_threads(1, lambda i: gc.submit(i + 1)) == []
+    assert written == [[0], [1]]
+
+
+def test_a_batch_waits_only_for_running_work():
+    """Two pieces of work: one submits, the other ends without writing — the batch is
+    written when the second ends, not after ``max_wait_s``."""
+    written: list[list[str]] = []
+    gc = GroupCommit(written.append, max_wait_s=3600.0)
+    entered = threading.Event()
+
+    def other() -> None:  # running while the row is submitted; writes nothing
+        with gc.work():
+            entered.set()
+            while gc._open is None:  # until the row waits in its batch
+                threading.Event().wait(0.01)
+            assert written == []  # still waiting for this piece of work
+
+    t = threading.Thread(target=other)
+    with gc.work():
+        t.start()
+        entered.wait(30)
+        gc.submit("row")
+    t.join(30)
+    assert written == [["row"]]
+
+
+def test_a_failed_write_fails_every_writer_of_its_batch():
+    def fail(items):
+        raise OSError(28, "No space left on device")
+
+    gc = GroupCommit(fail, max_items=4, max_wait_s=5.0)
+    start = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        with gc.work():
+            start.wait()
+            gc.submit(i)
+
+    errors = _in_threads(4, work)
+    assert len(errors) == 4 and all(isinstance(e, OSError) for e in errors)
+
+
+def _row(eid: str, attempt: int, status: str = "ok") -> dict:
+    return {"run_id": "r", "stage": "execute", "episode_id": eid, "attempt": attempt,
+            "status": status, "task_id": eid, "success": status == "ok", "experiences": [],
+            "retrieved_item_ids": [], "retrieved_banks": [], "reward": float(attempt)}
+
+
+def _call(eid: str) -> dict:
+    return {"run_id": "r", "role": "agent", "episode_id": eid, "prompt_tokens": len(eid)}
+
+
+def _write_all(run_dir, plan: list[tuple[str, int, str]], batched: bool) -> None:
+    """Each (episode, attempt, status) of ``plan`` written with one call row — in 16
+    concurrent workers' threads through the process's group commit, or one by one."""
+    store = S.RunStore(run_dir)
+    if not batched:
+        for eid, attempt, status in plan:
+            store.write_episode("execute", _row(eid, attempt, status), [_call(eid)])
+        return
+    start = threading.Barrier(16)
+
+    def work(w: int) -> None:
+        with store.work():
+            start.wait()
+            for eid, attempt, status in plan[w::16]:
+                store.write_episode("execute", _row(eid, attempt, status), [_call(eid)])
+
+    assert _in_threads(16, work) == []
+
+
+PLAN = ([(f"e{i:03d}", 1, "error" if i % 4 == 0 else "ok") for i in range(200)]
+        + [(f"e{i:03d}", 2, "ok") for i in range(0, 200, 4)])
+
+
+@pytest.mark.parametrize("compact_between", [False, True])
+def test_batched_writes_read_the_same_as_one_by_one(tmp_path, compact_between):
+    """The episodes and calls views, every lookup (the latest attempt: attempt 2 of a
+    quarter of the episodes, in a batch file, in a segment beside an older attempt's
+    batch, or in its own file) and resume's finished attempts are the same both ways."""
+    views, lookups, finished = {}, {}, {}
+    for batched in (False, True):
+        run_dir = tmp_path / ("batched" if batched else "single")
+        _write_all(run_dir, PLAN[:200], batched)
+        if compact_between:
+            S.compact_stage(run_dir, "execute")
+        _write_all(run_dir, PLAN[200:], batched)
+        folder = run_dir / "episodes" / "stage=execute"
+        names = [p.name for p in folder.iterdir()]
+        if batched:
+            assert any(n.startswith(S.BATCH_PREFIX) for n in names)
+            assert len(names) < len(PLAN)
+        con = connect(run_dir)
+        views[batched] = (
+            sorted(con.execute("SELECT episode_id, attempt, status, reward FROM episodes "
+                               "WHERE stage = 'execute'").fetchall()),
+            sorted(con.execute("SELECT episode_id, attempt, prompt_tokens FROM llm_calls "
+                               "WHERE stage = 'execute'").fetchall()))
+        con.close()
+        rows = {eid: load_episode(str(run_dir), "execute", eid) for eid, _a, _s in PLAN[:200]}
+        assert all(r["episode_id"] == e for e, r in rows.items())
+        lookups[batched] = {e: (r["attempt"], r["status"], r["reward"]) for e, r in rows.items()}
+        finished[batched] = finished_attempts(run_dir, "execute")
+        assert find_episode(folder, "missing") is None
+    assert views[True] == views[False] and len(views[True][0]) == 200  # latest attempts
+    assert lookups[True] == lookups[False]
+    assert sum(v[0] == 2 for v in lookups[True].values()) == 50
+    assert finished[True] == finished[False] and len(finished[True]) == 200
+    assert all(v == (2, "ok") for k, v in finished[True].items() if int(k[1:]) % 4 == 0)
+
+
+def test_batch_files_merge_like_per_episode_files(tmp_path):
+    """Compaction takes batch files like any loose file: every row once in the segment,
+    and lookups then read it there."""
+    _write_all(tmp_path, PLAN[:200], batched=True)
+    folder = tmp_path / "episodes" / "stage=execute"
+    assert S.compact_stage(tmp_path, "execute")["episodes"] == 200
+    assert [p.name for p in folder.iterdir() if p.name.startswith(S.BATCH_PREFIX)] == []
+    assert load_episode(str(tmp_path), "execute", "e123")["attempt"] == 1
