@@ -181,20 +181,25 @@ def embed_on_workers(ctx, items: list, label: str) -> list:
     from edv_ray.memory.embed_job import CHUNK, EmbedJob
 
     missing = [i for i, it in enumerate(items) if not it.embedding]
-    chunks = [missing[k:k + CHUNK] for k in range(0, len(missing), CHUNK)]
-    if not chunks:
+    # each distinct text once: an item approved by two verifiers sits in both private
+    # banks, and its vector is its text's
+    texts = list(dict.fromkeys(items[i].text for i in missing))
+    if not texts:
         return items
-    jobs = [EmbedJob(job_id=f"embed:{n}", texts=[items[i].text for i in idx])
-            for n, idx in enumerate(chunks)]
+    jobs = [EmbedJob(job_id=f"embed:{n}", texts=texts[k:k + CHUNK])
+            for n, k in enumerate(range(0, len(texts), CHUNK))]
     got = {r["job_id"]: r for r in ctx.runner.run_jobs(jobs, label=label,
                                                        show_progress=ctx.show_progress)}
-    out = list(items)
-    for job, idx in zip(jobs, chunks, strict=True):
+    vectors: dict[str, list[float]] = {}
+    for job in jobs:
         r = got.get(job.job_id, {})
         if r.get("status") != "ok":
             ctx.console.print(f"[yellow]{escape(label)}: {job.job_id} failed; the driver "
-                              f"embeds its {len(idx)} text(s)[/]")
+                              f"embeds its {len(job.texts)} text(s)[/]")
             continue
-        for i, vec in zip(idx, r["vectors"], strict=True):
-            out[i] = out[i].model_copy(update={"embedding": vec.tolist()})
+        vectors.update((t, vec.tolist()) for t, vec in zip(job.texts, r["vectors"], strict=True))
+    out = list(items)
+    for i in missing:
+        if items[i].text in vectors:
+            out[i] = items[i].model_copy(update={"embedding": vectors[items[i].text]})
     return out

@@ -48,7 +48,6 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._open: _Batch | None = None
         self._running = 0  # pieces of work in progress (see :meth:`work`)
-        self.batches = 0  # written so far (for the benchmarks and tests)
 
     @contextmanager
     def work(self) -> Iterator[None]:
@@ -87,7 +86,6 @@ class GroupCommit:
                     self._open = None  # waited long enough: later submissions start the next
             try:
                 self._write(b.items)
-                self.batches += 1
             except BaseException as err:  # noqa: BLE001 - every writer of the batch sees it
                 b.error = err
             finally:

@@ -42,7 +42,7 @@ class RunStore:
     def work(self):
         """Count an episode or stage job as running in this process (see
         ``results.group_commit``): its writes may then wait for others' to join them."""
-        return committer(self.run_dir).work()
+        return committer().work()
 
     def write_episode(self, stage: str, row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
         """Calls first, then the episode row: an episode file means its calls are there.
@@ -53,11 +53,11 @@ class RunStore:
         row = {**row, "attempt_id": row.get("attempt_id") or uuid.uuid4().hex}
         call_rows = [{**{k: c.get(k) for k in CALL_SCHEMA.names},
                       "attempt": row["attempt"], "attempt_id": row["attempt_id"]} for c in calls]
-        committer(self.run_dir).submit(("episode", stage, row, call_rows))
+        committer().submit((self.run_dir, ("episode", stage, row, call_rows)))
 
     def write_calls(self, stage: str, rows: list[dict[str, Any]], name: str) -> None:
         """A stage job's call rows (``name``: its file's name when written alone)."""
-        committer(self.run_dir).submit(("calls", stage, rows, name))
+        committer().submit((self.run_dir, ("calls", stage, rows, name)))
 
     def write_pool(self, rows: list[dict[str, Any]]) -> None:
         write_rows_atomic(rows, self.run_dir / "pool" / "agents.parquet", POOL_SCHEMA)
@@ -96,19 +96,29 @@ class RunStore:
                               EPISODE_SCHEMA, small=True)
 
 
-_committers: dict[Path, Any] = {}
-_committers_lock = threading.Lock()
+_committer: Any = None
+_committer_lock = threading.Lock()
 
 
-def committer(run_dir: str | Path):
-    """This process's group commit for one run folder (``results.group_commit``)."""
+def _write_items(items: list[tuple[Path, tuple]]) -> None:
+    """One group commit's ``(run folder, item)`` pairs, each folder's items in one batch."""
+    by_dir: dict[Path, list[tuple]] = {}
+    for run_dir, item in items:
+        by_dir.setdefault(run_dir, []).append(item)
+    for run_dir, part in by_dir.items():
+        RunStore(run_dir).write_batch(part)
+
+
+def committer():
+    """This process's group commit (``results.group_commit``): one per process, whatever
+    the run folder, so that it counts every episode and job the process runs."""
+    global _committer
     from edv_ray.results.group_commit import GroupCommit
 
-    key = Path(run_dir)
-    with _committers_lock:
-        if key not in _committers:
-            _committers[key] = GroupCommit(RunStore(key).write_batch)
-        return _committers[key]
+    with _committer_lock:
+        if _committer is None:
+            _committer = GroupCommit(_write_items)
+        return _committer
 
 
 COMPACTED = "compacted.parquet"  # the single merged file of earlier versions (still read)

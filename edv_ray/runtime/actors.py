@@ -100,8 +100,12 @@ def register_engine_keys(keys: dict[str, str]) -> None:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
-    def __init__(self, run_dir: str, llm: dict, state_name: str | None = None) -> None:
+    def __init__(self, run_dir: str, llm: dict, state_name: str | None = None,
+                 cpu_threads: int | None = None) -> None:
         import os
+
+        if cpu_threads:  # before anything imports torch (it sizes its pool on import)
+            os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads))
 
         from edv_ray.envs.benchmark_logs import route_benchmark_logs
         from edv_ray.llm.client import LLMClient

@@ -45,6 +45,7 @@ from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
 # COMPACT_EVERY is read here at each fan-out (plan.py reads it here too; tests lower it here)
 from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction
+from edv_ray.runtime.worker_layout import cpu_threads
 from edv_ray.runtime.inflight import InFlight
 from edv_ray.runtime.worker_layout import shares, spread_over_nodes, worker_lost  # noqa: F401
 
@@ -136,7 +137,7 @@ class EpisodeRunner:
 
         where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
         return EpisodeWorker.options(max_concurrency=share, scheduling_strategy=where).remote(
-            *self._worker_args)
+            *self._worker_args, cpu_threads=cpu_threads(node, self.nodes.count(node)))
 
     def placement(self) -> dict:
         """Which node each worker started on (and the driver's), as ``workers.json``."""

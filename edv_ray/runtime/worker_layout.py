@@ -35,3 +35,15 @@ def worker_lost(err: BaseException) -> bool:
 
     return isinstance(err, (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError))
 
+
+
+def cpu_threads(node: str, workers_on_node: int) -> int:
+    """The threads one worker's CPU-bound passes (the embedding model's forwards) may use:
+    the node's CPUs shared by the workers on it, at least 1. Without it every worker's
+    torch takes all the node's cores: two workers on 2 cores ran 4 compute threads, and an
+    embedding cost ~2× the CPU it costs alone."""
+    import ray
+
+    cpus = next((n.get("Resources", {}).get("CPU", 1.0) for n in ray.nodes()
+                 if n.get("NodeID") == node), 1.0)
+    return max(1, int(cpus) // max(1, workers_on_node))
