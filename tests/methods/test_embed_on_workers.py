@@ -80,3 +80,28 @@ def test_a_failed_chunk_is_embedded_by_the_bank_and_loses_nothing(ray_session, t
     want = embeddings.Embedder().embed([i.text for i in items])
     got = np.array([bank.get(i.item_id).embedding for i in items], dtype=np.float32)
     assert np.allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_each_distinct_text_is_embedded_once(ray_session, tmp_path):
+    """An item approved by two verifiers sits in both their private banks: its text is
+    sent to the workers once and both copies get its vector."""
+    ctx = _ctx(tmp_path, Console(quiet=True))
+    sent: list[list[str]] = []
+    run_jobs = ctx.runner.run_jobs
+
+    def recording(jobs, **kw):
+        sent.extend(j.texts for j in jobs)
+        return run_jobs(jobs, **kw)
+
+    ctx.runner.run_jobs = recording
+    base = [_item(n) for n in range(3)]
+    copies = [MemoryItem(bank="private", owner=owner, title=base[1].title,
+                         when_to_use=base[1].when_to_use, rule=base[1].rule, domain="airline",
+                         source_task_ids=["1"]) for owner in ("a", "b")]
+    out = embed_on_workers(ctx, base + copies, "embed")
+    texts = [t for chunk in sent for t in chunk]
+    assert sorted(texts) == sorted(i.text for i in base)  # three texts, not five
+    assert copies[0].text == base[1].text
+    assert out[3].embedding == out[4].embedding == out[1].embedding
+    assert len({i.item_id for i in out}) == 5 and all(i.embedding for i in out)
