@@ -27,11 +27,10 @@ whose listing changed, or whose file vanished under it, looks again.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from edv_ray.results.store import BATCH_PREFIX, SegmentMemo, numbered_segments
 
