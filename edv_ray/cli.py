@@ -224,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_STORAGE
         raise
     except KeyboardInterrupt as e:
-        err.print(f"interrupted ({e or 'SIGINT'})")
-        return getattr(e, "exit_code", 130)
+        from edv_ray.interrupts import stopped
+
+        err.print(f"interrupted ({stopped(e).name})")
+        return stopped(e).exit_code
 
 
 def _run(args, console, err) -> int:
@@ -233,8 +235,8 @@ def _run(args, console, err) -> int:
     from edv_ray import pipeline
     from edv_ray.commands import resume_command
     from edv_ray.config import ConfigError
-    from edv_ray.interrupts import (EXIT_STORAGE, Stopped, describe_storage_error,
-                                    stop_on_signals, storage_error)
+    from edv_ray.interrupts import (EXIT_STORAGE, describe_storage_error, stop_on_signals,
+                                    stopped, storage_error)
 
     if args.config and args.resume:
         raise ConfigError("give either a CONFIG or --resume RUN_DIR, not both")
@@ -245,7 +247,8 @@ def _run(args, console, err) -> int:
             result = pipeline.execute(cfg, run_id, run_dir, console=console,
                                       show_progress=not args.no_progress,
                                       accept_changed=args.accept_changed)
-        except Stopped as stop:
+        except KeyboardInterrupt as e:  # a Stopped, or Ray's bare copy of one (see stopped)
+            stop = stopped(e)
             if not (run_dir / "config.yaml").is_file():
                 err.print(f"stopped by {stop.name} before the run started (nothing written)")
             else:
@@ -270,17 +273,17 @@ def _sweep(args, console, err) -> int:
     from rich.markup import escape
 
     from edv_ray.commands import command
-    from edv_ray.interrupts import Stopped, stop_on_signals
+    from edv_ray.interrupts import stop_on_signals, stopped
     from edv_ray.sweep import run_sweep
 
     again = command("edv", "sweep", args.sweep, *(["--accept-changed"] if args.accept_changed else []))
-    try:
-        with stop_on_signals():  # SIGTERM (Kubernetes, SLURM) stops it like Ctrl-C
+    with stop_on_signals():  # SIGTERM (Kubernetes, SLURM) stops it like Ctrl-C
+        try:
             outcomes = run_sweep(args.sweep, console=console, show_progress=not args.no_progress,
                                  accept_changed=args.accept_changed)
-    except KeyboardInterrupt as stop:
-        err.print(f"interrupted: resume with `{escape(again)}`")
-        return stop.exit_code if isinstance(stop, Stopped) else 130
+        except KeyboardInterrupt as stop:
+            err.print(f"interrupted: resume with `{escape(again)}`")
+            return stopped(stop).exit_code
     bad = {k: o for k, o in outcomes.items() if o["status"] != "complete"}
     for k, o in bad.items():
         detail = f" ({o['detail']})" if o["detail"] else ""

@@ -10,7 +10,10 @@ are kept; those in flight run again on ``--resume`` (every file is written atomi
 so none is half there). A second signal while stopping is ignored; SIGKILL still ends
 the process at once (and loses nothing either). Ray's core worker installs its own
 SIGTERM handler (a stack dump, then abort) when Ray starts, so :func:`reclaim` puts ours
-back after ``ray.init``.
+back after ``ray.init``. A signal that arrives while the main thread waits inside Ray
+(``ray.get``, ``ray.wait``) reaches Python as a bare ``KeyboardInterrupt()``: Ray's C++
+wait runs our handler, swallows its :class:`Stopped` and raises its own; :func:`stopped`
+recovers which signal it was from what the handler recorded.
 
 **Storage errors.** A full disk, a quota, a read-only or failing file system:
 :func:`storage_error` finds the ``OSError`` behind an exception (also one a Ray worker
@@ -44,14 +47,24 @@ class Stopped(KeyboardInterrupt):
         return 128 + self.signum
 
 
-_state = {"installed": False, "stopping": False}
+_state: dict = {"installed": False, "stopping": False, "signum": None}
 
 
 def _handler(signum, frame) -> None:
     if _state["stopping"]:
         return  # already stopping: let the cleanup finish
-    _state["stopping"] = True
+    _state.update(stopping=True, signum=int(signum))
     raise Stopped(signum)
+
+
+def stopped(err: KeyboardInterrupt) -> Stopped:
+    """The :class:`Stopped` behind ``err``: itself, or — for the bare ``KeyboardInterrupt``
+    Ray raises when a signal arrives during ``ray.get`` / ``ray.wait`` — one for the signal
+    our handler received in this :func:`stop_on_signals` block (SIGINT when none did: a
+    Ctrl-C outside our handlers)."""
+    if isinstance(err, Stopped):
+        return err
+    return Stopped(_state["signum"] or signal.SIGINT)
 
 
 def reclaim() -> None:
@@ -64,17 +77,18 @@ def reclaim() -> None:
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """SIGINT and SIGTERM raise :class:`Stopped` inside the block (main thread only; the
-    previous handlers come back afterwards)."""
+    previous handlers come back afterwards); :func:`stopped` inside it knows which signal
+    came."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {s: signal.getsignal(s) for s in SIGNALS}
-    _state.update(installed=True, stopping=False)
+    _state.update(installed=True, stopping=False, signum=None)
     reclaim()
     try:
         yield
     finally:
-        _state.update(installed=False, stopping=False)
+        _state.update(installed=False, stopping=False, signum=None)
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 

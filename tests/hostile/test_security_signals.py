@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +88,26 @@ def test_signal_mid_run_then_resume_loses_and_doubles_nothing(slow_server, tmp_p
     assert main(["run", "--no-progress", "--resume", str(run_dir)]) == 0
     assert before <= _attempts(run_dir)  # every episode written before is kept, not re-run
     assert episode_rows(run_dir) == (len(TASKS) * TRIALS, len(TASKS) * TRIALS, 0)
+
+
+def test_a_signal_during_ray_get_keeps_its_name_and_exit_code(ray_session):
+    """Ray's wait runs our handler in C++, swallows its Stopped and raises a bare
+    KeyboardInterrupt() instead (CI saw `interrupted ()`, exit 130 for a SIGTERM): the run
+    must still stop as SIGTERM, 143, with its resume line."""
+    from edv_ray.interrupts import stop_on_signals, stopped
+
+    @ray_session.remote(num_cpus=0)
+    def wait_long() -> None:
+        time.sleep(60)
+
+    ref = wait_long.remote()
+    with stop_on_signals():
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with pytest.raises(KeyboardInterrupt) as caught:
+            ray_session.get(ref, timeout=30)
+        stop = stopped(caught.value)
+    ray_session.cancel(ref, force=True)
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 143)
 
 
 def _attempts(run_dir: Path) -> set[tuple]:

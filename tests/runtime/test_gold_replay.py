@@ -62,7 +62,10 @@ def test_gold_replay_every_airline_test_task_at_concurrency_16(server, tmp_path,
     from edv_ray.results.store import segments
     from edv_ray.runtime import batch
 
-    monkeypatch.setattr(batch, "COMPACT_EVERY", 5)  # merge files while episodes still run
+    # merge files while episodes still run: at every finished episode when a file waits (a
+    # worker writes the episodes that end together as one batch file, so "every 5 episodes,
+    # at least 5 files" may never come in 20 episodes)
+    monkeypatch.setattr(batch, "COMPACT_EVERY", 1)
     run_dir = _run(scripted_config(
         server.base_url, tmp_path,
         agents=[{"name": "gold", "model": "scripted", "prompt_strategy": "native_tools"}],
