@@ -14,11 +14,15 @@ the attempts after the segments' latest by name (attempt numbers are contiguous:
 resume numbers a retry ``latest on disk + 1``), and reads one row group or one file.
 
 Episodes written together by the worker's group commit (``results.group_commit``) share
-a ``batch-<hex>.parquet`` file until compaction merges it: those are indexed like segments
+a ``batch-<time>-<hex>.parquet`` file until compaction merges it: those are indexed like segments
 (they never change once written either). Finding them takes a listing of the folder's
 loose files — at most a compaction's worth (``runtime.compaction.COMPACT_EVERY`` files) —,
 kept per process once the folder has been still for ``QUIET_S`` (a judging stage reads a
-stage that has ended: one listing per process, not one per lookup).
+stage that has ended: one listing per process, not one per lookup). Batch files are named
+in write order, so a segment merged from them keeps episodes in the order they ended —
+the order judging jobs read them, which the decoded row groups kept here rely on — and a
+file's footer is parsed once per process (a 50,000-episode segment's ~400 row groups × 35
+columns, parsed per read, grew each lookup with the stage).
 
 Compaction may run meanwhile: a segment appears before the files it holds vanish, so a
 lookup whose segment listing is the same before and after its probes saw every row; one
@@ -43,6 +47,7 @@ LOOKUP_TRIES = 5
 _indexes = SegmentMemo(INDEXED_SEGMENTS)
 _row_groups = SegmentMemo(DECODED_ROW_GROUPS)
 _batch_indexes = SegmentMemo(INDEXED_BATCHES)
+_footers = SegmentMemo(INDEXED_SEGMENTS)  # parsed footers of the files rows were read from
 _listings: dict[Path, tuple[int, dict]] = {}
 _listings_lock = threading.Lock()
 
@@ -95,10 +100,19 @@ def batch_index(folder: Path) -> dict[str, tuple[int, Path, int, int]]:
     return index
 
 
-def _read_row_group(path: Path, row_group: int):
+def _read_metadata(path: Path):
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path) as f:
+    return pq.read_metadata(path)
+
+
+def _read_row_group(path: Path, row_group: int):
+    """One row group, the file's footer parsed once per process (a segment of 50,000
+    episodes has ~400 row groups × 35 column chunks: parsing them for every row group read
+    was a per-lookup cost that grew with the stage)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path, metadata=_footers.get(path, _read_metadata)) as f:
         return f.read_row_group(row_group)
 
 

@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +29,7 @@ class RunStore:
     """A run folder's tables. Episode rows and call rows go through the process's group
     commit (:func:`committer`): a write returns once the rows are on disk, in a file of
     their own (``<episode>.a<attempt>.parquet``) when written alone, else in a
-    ``batch-<hex>.parquet`` with the rows of the episodes and jobs that ended with them."""
+    ``batch-<time>-<hex>.parquet`` with the rows of the episodes and jobs that ended with them."""
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
@@ -79,7 +80,10 @@ class RunStore:
                 write_rows_atomic(rows, self.run_dir / "llm_calls" / f"stage={stage}" / extra,
                                   CALL_SCHEMA)
             return
-        name = f"{BATCH_PREFIX}{secrets.token_hex(8)}.parquet"
+        # named in write order (then a random part): compaction merges files by name, so a
+        # segment keeps the episodes in the order they ended — the order the judging jobs
+        # read them in, which a lookup's cache of decoded row groups relies on
+        name = f"{BATCH_PREFIX}{time.time_ns():020d}-{secrets.token_hex(4)}.parquet"
         calls: dict[str, list] = {}
         episodes: dict[str, list] = {}
         for kind, stage, rows, extra in items:

@@ -308,7 +308,15 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep each run folder")
     ap.add_argument("--profile", default=None,
                     help="write a cProfile of the driver to FILE.w<N> (one per worker count)")
+    ap.add_argument("--compact-every", type=int, default=None,
+                    help="merge a stage's files into a segment every N (default: the "
+                         "framework's COMPACT_EVERY); lower it to see a 10⁵ run's segments "
+                         "in a smaller one")
     args = ap.parse_args()
+    if args.compact_every is not None:
+        from edv_ray.runtime import batch
+
+        batch.COMPACT_EVERY = args.compact_every
     console = Console(width=200)
     data = write_release(Path(tempfile.mkdtemp(prefix="scale-sim-data-", dir=args.tmp)),
                          args.tasks, args.test_tasks)

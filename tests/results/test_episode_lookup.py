@@ -104,3 +104,36 @@ def test_episodes_of_one_row_group_decode_it_once(tmp_path, monkeypatch):
     assert sorted(decoded) == [0, 1]  # one decode per row group, not per lookup
     stored = {r["episode_id"]: r for r in pq.read_table(S.segments(folder)[0]).to_pylist()}
     assert got == [stored[f"e{i:03d}"] for i in range(2 * S.EPISODE_ROW_GROUP)]
+
+
+def test_a_segment_footer_is_parsed_once_per_process(tmp_path, monkeypatch):
+    """Row-group reads reuse the segment's parsed footer (~400 row groups × 35 columns in a
+    50,000-episode segment: parsing it per read grew each lookup with the stage), and a
+    segment put in place under the same name later is read with its own footer."""
+    from edv_ray.results import episode_lookup as L
+
+    opened = []
+    real = pq.ParquetFile
+    monkeypatch.setattr(pq, "ParquetFile", lambda p, **kw: opened.append(kw.get("metadata"))
+                        or real(p, **kw))
+    store = S.RunStore(tmp_path)
+    n = 3 * S.EPISODE_ROW_GROUP
+    for i in range(n):
+        _write(store, f"e{i:03d}", 1)
+    S.compact_stage(tmp_path, "execute")
+    folder = tmp_path / "episodes" / "stage=execute"
+    monkeypatch.setattr(L, "_row_groups", S.SegmentMemo(1))  # each row group read anew
+    assert find_episode(folder, "e000")["episode_id"] == "e000"  # the segment indexed
+    opened.clear()
+    order = [0, 200, 10, 300, 150, 20]  # row groups 0, 1, 0, 2, 1, 0: five reads
+    got = [find_episode(folder, f"e{i:03d}")["episode_id"] for i in order]
+    assert got == [f"e{i:03d}" for i in order]
+    assert len(opened) == 5 and all(m is not None for m in opened)  # no footer parsed again
+    # a new segment under the old name (a run folder made again): its own rows, not stale
+    import shutil
+
+    shutil.rmtree(tmp_path / "episodes")
+    for i in range(n):
+        _write(store, f"f{i:03d}", 2)
+    S.compact_stage(tmp_path, "execute")
+    assert find_episode(folder, "f200")["attempt"] == 2 and find_episode(folder, "e200") is None

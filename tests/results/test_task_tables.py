@@ -64,3 +64,24 @@ def test_a_crashed_compaction_loses_nothing(tmp_path):
     assert compact_task_folder(folder, R.VOTE_SCHEMA) == 8
     assert {i: _read(folder / f"t{i}.parquet") for i in range(8)} == before
     assert sorted(p.name for p in folder.iterdir()) == ["compacted-00001.parquet"]
+
+
+def test_reads_from_a_segment_reuse_its_parsed_footer(tmp_path, monkeypatch):
+    """A segment's footer holds the span of every task of the stage (~1 MB at 25,000
+    tasks): reading a task's rows parses it once per process, not per read (a verify job's
+    candidate read grew with the stage), and the rows are still the task's own."""
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "edv" / "votes" / "epoch=0"
+    for i in range(300):
+        write_rows_atomic(_votes(i), folder / f"t{i:04d}.parquet", R.VOTE_SCHEMA)
+    compact_task_folder(folder, R.VOTE_SCHEMA)
+    assert _read(folder / "t0003.parquet") == [("c3-0", "t3", False), ("c3-1", "t3", True),
+                                                ("c3-2", "t3", False)]
+    opened = []
+    real = pq.ParquetFile
+    monkeypatch.setattr(pq, "ParquetFile", lambda p, **kw: opened.append(kw.get("metadata"))
+                        or real(p, **kw))
+    got = {i: _read(folder / f"t{i:04d}.parquet") for i in (7, 130, 259, 299)}
+    assert got == {i: [tuple(r[c] for c in COLS) for r in _votes(i)] for i in got}
+    assert len(opened) == 4 and all(m is not None for m in opened)

@@ -14,7 +14,6 @@ config's ``*_sees_reward`` switch says so (recorded with every vote).
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -31,6 +30,7 @@ from edv_ray.methods.jobkit import (
     env_of,
     json_caller,
     load_episode,
+    map_concurrently,
     stage_ctx,
     transcript,
     write_calls,
@@ -207,9 +207,8 @@ def run_verify_job(job_json: str, client: LLMClient) -> dict[str, Any]:
     ledger = CallLedger()
     pairs = [(voter, c) for voter in job.voters for c in cands]
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(VOTE_THREADS, len(pairs)))) as pool:
-            votes = list(pool.map(lambda p: _one_vote(job, env, bench, observed, trajs, p[0], p[1],
-                                                      client, ledger), pairs))
+        votes = map_concurrently(lambda p: _one_vote(job, env, bench, observed, trajs, p[0],
+                                                     p[1], client, ledger), pairs, VOTE_THREADS)
     finally:
         write_calls(job.recorded, ledger, R.task_file(job.task_id, job.domain))
     write_rows_atomic(votes, R.edv_path(job.run_dir, "votes", job.epoch, name, job.method),
