@@ -226,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         from edv_ray.interrupts import stopped
 
-        err.print(f"interrupted ({stopped(e).name})")
-        return stopped(e).exit_code
+        stop = stopped(e)
+        err.print(f"interrupted ({stop.name})")
+        return stop.exit_code
 
 
 def _run(args, console, err) -> int:
