@@ -5,12 +5,14 @@ it would spend (MiniLM forwards for every admitted item: most of the driver's CP
 10⁵-episode construction). :func:`edv_ray.methods.steps.embed_on_workers` sends the texts
 out in chunks of :data:`CHUNK` as these jobs; the bank then only indexes the vectors.
 The worker loads the same offline model (:class:`~edv_ray.memory.embeddings.Embedder`),
-so the vectors are the ones the driver would have computed.
+so the vectors are the ones the driver would have computed — at the job's ``precision``
+(EDV's ``item_embedding_precision``: bfloat16 where the CPU has it natively, ~1.7× faster;
+a chunk's texts always share their batches, so a bfloat16 chunk is reproducible).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +24,7 @@ class EmbedJob(BaseModel):
 
     job_id: str
     texts: list[str]
+    precision: Literal["float32", "bfloat16"] = "float32"
     timeout_s: float = 300.0
 
     @property
@@ -34,4 +37,4 @@ def run_embed_job(job_json: str, client: Any = None) -> dict[str, Any]:
     from edv_ray.memory.embeddings import Embedder
 
     job = EmbedJob.model_validate_json(job_json)
-    return {"job_id": job.job_id, "status": "ok", "vectors": Embedder().embed(job.texts)}
+    return {"job_id": job.job_id, "status": "ok", "vectors": Embedder(precision=job.precision).embed(job.texts)}

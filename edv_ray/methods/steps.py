@@ -173,11 +173,11 @@ def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
     return results
 
 
-def embed_on_workers(ctx, items: list, label: str) -> list:
+def embed_on_workers(ctx, items: list, label: str, precision: str = "float32") -> list:
     """``items`` (memory items) with their embeddings computed on the run's workers, in
-    chunks (:mod:`edv_ray.memory.embed_job`), not in the driver. Items that carry one keep
-    it; a chunk whose job failed is left without (the bank then embeds it itself), so a
-    failure costs driver time, never an item."""
+    chunks (:mod:`edv_ray.memory.embed_job`) at ``precision``, not in the driver. Items
+    that carry one keep it; a chunk whose job failed is left without (the bank then embeds
+    it itself, in float32), so a failure costs driver time, never an item."""
     from edv_ray.memory.embed_job import CHUNK, EmbedJob
 
     missing = [i for i, it in enumerate(items) if not it.embedding]
@@ -186,7 +186,7 @@ def embed_on_workers(ctx, items: list, label: str) -> list:
     texts = list(dict.fromkeys(items[i].text for i in missing))
     if not texts:
         return items
-    jobs = [EmbedJob(job_id=f"embed:{n}", texts=texts[k:k + CHUNK])
+    jobs = [EmbedJob(job_id=f"embed:{n}", texts=texts[k:k + CHUNK], precision=precision)
             for n, k in enumerate(range(0, len(texts), CHUNK))]
     got = {r["job_id"]: r for r in ctx.runner.run_jobs(jobs, label=label,
                                                        show_progress=ctx.show_progress)}

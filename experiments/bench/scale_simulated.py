@@ -195,6 +195,8 @@ def query_times(run_dir: Path) -> dict:
     out["slowest_view"] = max(views, key=views.get)
     out["episodes"], out["pass1"] = con.execute(
         "SELECT count(*), avg(CAST(success AS DOUBLE)) FROM episodes").fetchone()
+    out["errors"] = con.execute(  # infrastructure errors (counted as failures, never dropped)
+        "SELECT count(*) FROM episodes WHERE status = 'error'").fetchone()[0]
     out["construction"] = con.execute(
         "SELECT count(*) FROM episodes WHERE stage = 'execute'").fetchone()[0]
     out["execute_rate"] = con.execute(
@@ -330,7 +332,8 @@ def main() -> int:
             r["rss_sum"] = rss_summary(r["samples"])
             rows.append(r)
             console.print(f"done: {w} worker(s): {r['episodes']:,} episodes in {r['wall']:.0f} s "
-                          f"(complete={r['complete']}), load {r['load_before']} → {r['load_after']}; "
+                          f"(complete={r['complete']}, {r['errors']:,} with an error), "
+                          f"load {r['load_before']} → {r['load_after']}; "
                           f"CPU s by group: " + ", ".join(f"{g} {v:.0f}" for g, v in
                                                           sorted(r['cpu'].items())))
             console.print(f"  files by folder: {r['files_by_folder']}")

@@ -64,8 +64,12 @@ def test_missing_model_folder_gives_a_clear_error(tmp_path):
 
 
 def _batcher(embedder) -> emb_mod._Batcher:
+    """The embedder's batcher, with no recent vectors (every query below queues)."""
     embedder.embed_one("warm")  # its batcher exists once a query was embedded
-    return emb_mod._BATCHERS[embedder._key]
+    batcher = emb_mod._BATCHERS[embedder._batch_key]
+    with batcher._cond:
+        batcher._recent.clear()
+    return batcher
 
 
 def test_concurrent_queries_share_one_forward_pass_and_keep_their_vectors(embedder):
@@ -109,3 +113,61 @@ def test_a_failed_pass_fails_each_of_its_callers_and_the_next_pass_works(embedde
     assert not batcher._busy and not batcher._queued
     assert np.allclose(embedder.embed_one("a query"), embedder.embed(["a query"])[0],
                        atol=1e-5)
+
+
+def test_a_text_queried_again_or_twice_in_a_pass_is_embedded_once(embedder):
+    import threading
+    import time
+
+    batcher = _batcher(embedder)
+    text = "Look up the order before offering an exchange for item 4471."
+    with batcher._cond:
+        batcher._busy = True  # both callers below queue for the same pass
+    got: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda: got.append(embedder.embed_one(text)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    while len(batcher._queued) < 2:
+        time.sleep(0.01)
+    embedded, reused = batcher.texts_embedded, batcher.reused
+    with batcher._cond:
+        batcher._busy = False
+        batcher._cond.notify_all()
+    for t in threads:
+        t.join(timeout=60)
+    assert batcher.texts_embedded == embedded + 1  # two callers, one text embedded
+    again = embedder.embed_one(text)  # a later query of the same text: no pass at all
+    assert batcher.reused == reused + 1 and batcher.texts_embedded == embedded + 1
+    want = embedder.embed([text])[0]
+    for vec in got + [again]:
+        assert np.allclose(vec, want, atol=1e-5)
+    with pytest.raises(ValueError):
+        again[0] = 0.0  # shared by its callers: read-only
+
+
+def test_bfloat16_vectors_are_close_to_float32_reproducible_and_batched_apart(embedder):
+    texts = [f"Confirm the new cabin for reservation {n} before paying the fare difference."
+             for n in range(5)]
+    half = Embedder(precision="bfloat16")
+    vecs = half.embed(texts)
+    assert vecs.dtype == np.float32 and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(vecs, half.embed(texts))  # the same chunk: the same vectors
+    fp32 = embedder.embed(texts)
+    assert not np.allclose(vecs, fp32, atol=1e-5)  # the pass really ran in bfloat16
+    assert (vecs * fp32).sum(axis=1).min() > 0.9999
+    # its queries never join a float32 pass (nor take a float32 vector)
+    assert np.allclose(half.embed_one(texts[0]), half.embed([texts[0]])[0], atol=1e-6)
+    assert half._batch_key != embedder._batch_key
+    with pytest.raises(ValueError, match="precision 'half'"):
+        Embedder(precision="half")
+
+
+def test_auto_precision_is_bfloat16_exactly_where_the_cpu_has_it(monkeypatch):
+    assert emb_mod.resolve_precision("float32") == "float32"
+    assert emb_mod.resolve_precision("bfloat16") == "bfloat16"
+    for native, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(emb_mod, "native_bf16", lambda device="cpu", n=native: n)
+        assert emb_mod.resolve_precision("auto") == want
+    with pytest.raises(ValueError, match="auto \\| float32 \\| bfloat16"):
+        emb_mod.resolve_precision("fp8")

@@ -105,3 +105,18 @@ def test_each_distinct_text_is_embedded_once(ray_session, tmp_path):
     assert copies[0].text == base[1].text
     assert out[3].embedding == out[4].embedding == out[1].embedding
     assert len({i.item_id for i in out}) == 5 and all(i.embedding for i in out)
+
+
+@pytest.mark.slow
+def test_a_bfloat16_stage_embeds_as_a_bfloat16_chunk_on_the_driver_would(ray_session, tmp_path):
+    """The precision reaches the workers: their vectors are the bfloat16 pass over the same
+    chunk (reproducible), close to but not the float32 ones."""
+    ctx = _ctx(tmp_path, Console(quiet=True))
+    items = [_item(n) for n in range(6)]
+    out = embed_on_workers(ctx, items, "embed", "bfloat16")
+    got = np.array([i.embedding for i in out], dtype=np.float32)
+    texts = [i.text for i in items]
+    assert np.allclose(got, embeddings.Embedder(precision="bfloat16").embed(texts), atol=1e-6)
+    fp32 = embeddings.Embedder().embed(texts)
+    assert not np.allclose(got, fp32, atol=1e-5)
+    assert (got * fp32).sum(axis=1).min() > 0.9999
