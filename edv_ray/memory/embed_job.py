@@ -37,4 +37,5 @@ def run_embed_job(job_json: str, client: Any = None) -> dict[str, Any]:
     from edv_ray.memory.embeddings import Embedder
 
     job = EmbedJob.model_validate_json(job_json)
-    return {"job_id": job.job_id, "status": "ok", "vectors": Embedder(precision=job.precision).embed(job.texts)}
+    vectors = Embedder(precision=job.precision).embed(job.texts)
+    return {"job_id": job.job_id, "status": "ok", "vectors": vectors}
