@@ -6,7 +6,8 @@ it would spend (MiniLM forwards for every admitted item: most of the driver's CP
 out in chunks of :data:`CHUNK` as these jobs; the bank then only indexes the vectors.
 The worker loads the same offline model (:class:`~edv_ray.memory.embeddings.Embedder`),
 so the vectors are the ones the driver would have computed — at the job's ``precision``
-(EDV's ``item_embedding_precision``: bfloat16 where the CPU has it natively, ~1.7× faster;
+(EDV's ``item_embedding_precision``: ``auto`` is bfloat16 where the worker's CPU has it
+natively, ~1.7× faster;
 a chunk's texts always share their batches, so a bfloat16 chunk is reproducible).
 """
 
@@ -24,7 +25,7 @@ class EmbedJob(BaseModel):
 
     job_id: str
     texts: list[str]
-    precision: Literal["float32", "bfloat16"] = "float32"
+    precision: Literal["auto", "float32", "bfloat16"] = "float32"  # auto: by the worker's CPU
     timeout_s: float = 300.0
 
     @property
@@ -34,8 +35,8 @@ class EmbedJob(BaseModel):
 
 def run_embed_job(job_json: str, client: Any = None) -> dict[str, Any]:
     """Worker side: the chunk's unit vectors (float32, one row per text, in order)."""
-    from edv_ray.memory.embeddings import Embedder
+    from edv_ray.memory.embeddings import Embedder, resolve_precision
 
     job = EmbedJob.model_validate_json(job_json)
-    vectors = Embedder(precision=job.precision).embed(job.texts)
+    vectors = Embedder(precision=resolve_precision(job.precision)).embed(job.texts)
     return {"job_id": job.job_id, "status": "ok", "vectors": vectors}

@@ -102,8 +102,12 @@ def resolve_precision(precision: str, device: str = "cpu") -> str:
     """``auto`` → ``bfloat16`` where the device has it natively, else ``float32``."""
     if precision == "auto":
         return "bfloat16" if native_bf16(device) else "float32"
+    return _checked(precision, "auto | ")
+
+
+def _checked(precision: str, also: str = "") -> str:
     if precision not in PRECISIONS:
-        raise ValueError(f"embedding precision {precision!r}: auto | {' | '.join(PRECISIONS)}")
+        raise ValueError(f"embedding precision {precision!r}: {also}{' | '.join(PRECISIONS)}")
     return precision
 
 
@@ -134,9 +138,7 @@ class Embedder:
         self._model_path = Path(model_path) if model_path is not None else None
         self.device = device
         self.batch_size = batch_size
-        if precision not in PRECISIONS:
-            raise ValueError(f"embedding precision {precision!r}: {' | '.join(PRECISIONS)}")
-        self.precision = precision
+        self.precision = _checked(precision)
 
     @property
     def model_path(self) -> Path:

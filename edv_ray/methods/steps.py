@@ -175,7 +175,8 @@ def run_jobs(ctx, jobs: list, label: str) -> list[dict]:
 
 def embed_on_workers(ctx, items: list, label: str, precision: str = "float32") -> list:
     """``items`` (memory items) with their embeddings computed on the run's workers, in
-    chunks (:mod:`edv_ray.memory.embed_job`) at ``precision``, not in the driver. Items
+    chunks (:mod:`edv_ray.memory.embed_job`) at ``precision`` (``auto``: chosen by each
+    worker's CPU), not in the driver. Items
     that carry one keep it; a chunk whose job failed is left without (the bank then embeds
     it itself, in float32), so a failure costs driver time, never an item."""
     from edv_ray.memory.embed_job import CHUNK, EmbedJob

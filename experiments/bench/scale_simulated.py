@@ -306,7 +306,8 @@ def main() -> int:
     ap.add_argument("--log-s", type=float, default=60.0,
                     help="period of the progress / driver-memory lines")
     ap.add_argument("--tmp", default=None, help="where run folders go (default: the system's)")
-    ap.add_argument("--log-dir", default=".", help="where rss_w<N>.json series are written")
+    ap.add_argument("--log-dir", default=tempfile.gettempdir(),
+                    help="where memory_w<N>.json series are written (default: the system's temp)")
     ap.add_argument("--keep", action="store_true", help="keep each run folder")
     ap.add_argument("--profile", default=None,
                     help="write a cProfile of the driver to FILE.w<N> (one per worker count)")

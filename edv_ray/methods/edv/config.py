@@ -64,7 +64,7 @@ class EDVConfig(BaseModel):
     retrieval_scope: Literal["both", "shared", "private"] = "both"
     dedup_threshold: float = Field(0.92, gt=0.0, le=1.0)
     # the forward pass that embeds what a stage admits (on the workers): auto — bfloat16
-    # where the driver's CPU computes it natively (AVX512-BF16 / AMX; ~1.7× faster, cosine
+    # where the worker's CPU computes it natively (AVX512-BF16 / AMX; ~1.7× faster, cosine
     # to the float32 vector ~0.99998), else float32. Retrieval queries are float32 always.
     item_embedding_precision: Literal["auto", "float32", "bfloat16"] = "auto"
     # ability_matrix: the Model Selector (the paper); fixed: ``fixed_solver`` for every

@@ -20,7 +20,6 @@ from edv_ray.methods.edv.plan import draw_roles, poison_candidates
 from edv_ray.methods.edv.retrieval import construction_memory
 from edv_ray.methods.edv.stages import admit
 from edv_ray.memory import MemoryBank, MemoryItem
-from edv_ray.memory.embeddings import resolve_precision
 from edv_ray.memory.records import Vote
 from edv_ray.methods import steps
 from edv_ray.methods.jobkit import role_binding
@@ -147,8 +146,8 @@ def update_memory(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, roles: dict,
                 is_poison=c["is_poison"], supporting_all_failed=c["supporting_all_failed"],
                 item_ids=[i.item_id for i in new]))
     if items:
-        precision = resolve_precision(e.item_embedding_precision)
-        bank.add(steps.embed_on_workers(ctx, items, f"{me} epoch {epoch} embed", precision))
+        bank.add(steps.embed_on_workers(ctx, items, f"{me} epoch {epoch} embed",
+                                        e.item_embedding_precision))
         bank.save()
     write_rows_atomic(decisions, R.edv_path(ctx.run_dir, "decisions", epoch, "part.parquet", me),
                       R.DECISION_SCHEMA)
