@@ -88,6 +88,75 @@ def test_a_batch_waits_only_for_running_work():
     assert written == [["row"]]
 
 
+def _slot_handoff(last: bool) -> tuple[bool, list]:
+    """Two run slots: B runs; A submits and its batch waits for B; C is queued for a slot.
+    Returns whether C started while A's batch still waited, and what was written."""
+    written: list[list[str]] = []
+    gc = GroupCommit(written.append, max_wait_s=3600.0)
+    slots = threading.BoundedSemaphore(2)
+    b_running, a_waits, b_may_end = threading.Event(), threading.Event(), threading.Event()
+    c_started = threading.Event()
+
+    def b() -> None:
+        with gc.work(slots):
+            b_running.set()
+            b_may_end.wait(30)
+
+    def a() -> None:
+        b_running.wait(30)
+        with gc.work(slots):
+            a_waits.set()
+            gc.submit("a", last=last)
+
+    def c() -> None:
+        a_waits.wait(30)
+        with gc.work(slots):
+            c_started.set()
+
+    threads = [threading.Thread(target=f) for f in (b, a, c)]
+    for t in threads:
+        t.start()
+    started_early = c_started.wait(1.0) and written == []
+    b_may_end.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    return started_early, written
+
+
+def test_a_last_write_hands_its_run_slot_to_queued_work_while_its_batch_waits():
+    """An episode waiting for its batch's write runs nothing: its slot goes to the next."""
+    started_early, written = _slot_handoff(last=True)
+    assert started_early and written == [["a"]]
+
+
+def test_work_that_may_write_again_keeps_its_run_slot_until_it_ends():
+    started_early, written = _slot_handoff(last=False)
+    assert not started_early and written == [["a"]]
+
+
+def test_run_slots_bound_the_work_that_runs_at_once():
+    gc = GroupCommit(lambda items: None, max_wait_s=0.0)
+    slots = threading.BoundedSemaphore(3)
+    lock, running, peak = threading.Lock(), [0], [0]
+    start = threading.Barrier(12)
+
+    def work(i: int) -> None:
+        start.wait()
+        with gc.work(slots):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            threading.Event().wait(0.02)
+            with lock:
+                running[0] -= 1
+            gc.submit(i, last=True)
+            assert slots._value <= 3  # noqa: SLF001 - given back once, not twice
+
+    assert _in_threads(12, work) == []
+    assert peak[0] == 3 and slots._value == 3  # noqa: SLF001
+
+
 def test_a_failed_write_fails_every_writer_of_its_batch():
     def fail(items):
         raise OSError(28, "No space left on device")
