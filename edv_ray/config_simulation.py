@@ -166,6 +166,12 @@ class SimulationProfile(_Strict):
     # task_type_map ("domain/task_id" → type) overrides single tasks
     task_types: Literal["benchmark", "domain"] = "benchmark"
     task_type_map: dict[str, str] = Field(default_factory=dict)
+    # planted type → what its tasks are about, in words: the simulated user opens its
+    # first turn with it, so the observed text (the retrieval query, and the words the
+    # engine's lessons are written after) carries the task's kind — a world where an item
+    # helps only tasks of its own type (memory.gain_correct_other) and retrieval must find
+    # them. τ²-bench with a user simulator only (a solo ticket is the benchmark's text)
+    type_phrases: dict[str, str] = Field(default_factory=dict)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
     task_spread: TaskSpread | None = None  # None: every task of a type at the base rate
     # used for agents not listed; None: such an agent's requests are refused (HTTP 400)
@@ -180,6 +186,14 @@ class SimulationProfile(_Strict):
     writers: dict[str, float] = Field(default_factory=dict)
     unknown_writer_p_correct: float = _p(0.0)
     latency_s: float = Field(0.0, ge=0.0, le=60.0)  # every answer leaves this late
+
+    @field_validator("type_phrases")
+    @classmethod
+    def _phrases(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(t for t, text in v.items() if len(text.split()) < 3)
+        if bad:
+            raise ValueError(f"type_phrases: give each type at least three words ({bad})")
+        return v
 
     @field_validator("writers")
     @classmethod

@@ -74,6 +74,23 @@ class Acting:
         return self.sim.world.player(domain).agent_message(domain, task, req, play)
 
     def user(self, req: dict[str, Any], tag: dict[str, str]) -> dict[str, Any]:
+        """The benchmark player's user turn. With ``type_phrases``, the user's first turn
+        opens with its task's planted-type phrase (what the task is about, in words shared
+        by every task of the type), so the observed text — the retrieval query, and the
+        words the engine's lessons are written after — carries the task's kind; the player
+        is shown its own earlier turns without it."""
         domain = tag["domain"]
         task = self.sim.world.task(domain, tag["task_id"])
-        return self.sim.world.player(domain).user_message(domain, task, req)
+        phrase = self.sim.profile.type_phrases.get(self.sim.world.task_type(domain, tag["task_id"]))
+        if not phrase:
+            return self.sim.world.player(domain).user_message(domain, task, req)
+        lead = f"{phrase} "
+        own = [m for m in req["messages"] if m.get("role") == "assistant"]  # the user's turns
+        shown = {**req, "messages": [
+            {**m, "content": m["content"][len(lead):]}
+            if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+            and m["content"].startswith(lead) else m for m in req["messages"]]}
+        out = self.sim.world.player(domain).user_message(domain, task, shown)
+        if not own and isinstance(out.get("content"), str):
+            out = {**out, "content": lead + out["content"]}
+        return out

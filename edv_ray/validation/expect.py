@@ -13,7 +13,10 @@ Modelling assumptions, stated once (each is checked on the run by a diagnostic):
   a random draw from what it may see (same domain, leave-one-task-out);
 * EDV retrieves exactly ``k`` shared items once its shared bank holds ``k`` of the domain
   (τ = −1 in the worlds);
-* one planted task type per domain (the worlds' task types are their domains).
+* one planted task type per domain (the worlds' task types are their domains), except
+  the relevance world's sub-types: there a right retriever finds a task's own kind (its
+  phrase is in the query and in every lesson written from such a task; an embedding
+  check in the world file) and EDV retrieves ``k`` items of the task's sub-type.
 """
 
 from __future__ import annotations
@@ -193,6 +196,15 @@ class Expect:
         bank's planted quality."""
         k = e.get("retrieval_k", 3)
         return self.with_items(self.best(ttype)[0], ttype, k, self.edv_bank(ttype, e)["q"])
+
+    def planted_types(self, domain: str, split: str = "test") -> dict[str, list[str]]:
+        """The design's tasks of ``domain`` (``split``: test or train) by planted type —
+        one type per domain, or the profile's sub-types (``task_type_map``)."""
+        ids = (self.design.test_ids if split == "test" else self.design.train_ids)[domain]
+        out: dict[str, list[str]] = {}
+        for i in ids:
+            out.setdefault(self.o.task_type(domain, i), []).append(i)
+        return out
 
     # ---- Monte Carlo: ReasoningBank's stream, EDV over epochs ---------------------------
     def rb_curve(self, domains: dict[str, tuple[str, int]], rb: dict, epochs: int,

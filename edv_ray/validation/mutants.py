@@ -47,6 +47,12 @@ MUTANTS: tuple[Mutant, ...] = (
            (_edit("edv_ray/methods/edv/retrieval.py",
                   "if len(bank) == 0 or not observed_text.strip():", "if True:"),),
            ("main", "epochs", "gains")),
+    Mutant("retrieval_random", "retrieval ranks the bank at random (the query's embedding is noise)",
+           (_edit("edv_ray/memory/retrieval.py",
+                  "query = (embedder or bank.embedder).embed_one(query_text)  # type: ignore[arg-type]",
+                  "query = l2_normalise(np.random.default_rng(len(query_text)).standard_normal("
+                  "bank.dim or 384).astype(np.float32))"),),
+           ("relevance",)),
     Mutant("votes_ignored", "verifier votes ignored: every candidate goes to shared memory",
            (_edit("edv_ray/methods/edv/construct.py",
                   'admit({v["verifier"]: bool(v["approve"]) for v in cv})',
@@ -136,7 +142,7 @@ MUTANTS: tuple[Mutant, ...] = (
 BY_NAME = {m.name: m for m in MUTANTS}
 # the tree as it is, on every fast world: the table's first row, which must pass
 BASELINE = Mutant("none", "no bug: the tree as it is", (), ("main", "null", "homogeneous", "epochs",
-                                                            "gains", "coverage"))
+                                                            "gains", "relevance", "coverage"))
 
 
 def copy_tree(root: Path, dest: Path) -> Path:

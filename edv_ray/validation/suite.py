@@ -22,8 +22,8 @@ from edv_ray.validation.measure import Run
 from edv_ray.validation.runs import run_world
 from edv_ray.validation.worlds import World, load_world
 
-WORLDS = {"fast": ("main", "null", "homogeneous", "epochs", "gains", "coverage"),
-          "full": ("main", "null", "homogeneous", "epochs", "gains", "coverage")}
+WORLDS = {"fast": ("main", "null", "homogeneous", "epochs", "gains", "relevance", "coverage"),
+          "full": ("main", "null", "homogeneous", "epochs", "gains", "relevance", "coverage")}
 MC_REPS = {"fast": 400, "full": 2000}  # Monte Carlo repetitions of the planted expectations
 COVERAGE_REPS = {"fast": 1000, "full": 4000}
 COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
@@ -61,6 +61,11 @@ def null_checks(world: World, run: Run, size: str) -> list[Row]:
 def gains_checks(world: World, run: Run) -> list[Row]:
     ex = expect_for(world)
     return _base_rows(world, run, ex) + M.gain_rows(run, ex, world.config)
+
+
+def relevance_checks(world: World, run: Run) -> list[Row]:
+    ex = expect_for(world)
+    return _base_rows(world, run, ex) + M.relevance_rows(run, ex, world.config)
 
 
 def homogeneous_checks(world: World, run: Run, main: tuple[World, Run] | None) -> list[Row]:
@@ -106,6 +111,8 @@ def run_suite(size: str, output_dir: str | Path, reuse: bool = True, only: list[
         rows += epoch_checks(worlds["epochs"], runs["epochs"], size)
     if "gains" in runs:
         rows += gains_checks(worlds["gains"], runs["gains"])
+    if "relevance" in runs:
+        rows += relevance_checks(worlds["relevance"], runs["relevance"])
     if not only or "coverage" in (only or []):
         rows += coverage_checks(size, worlds.get("coverage"), runs.get("coverage"))
     return sorted(rows, key=lambda r: r.check.split(" ")[0])

@@ -12,7 +12,7 @@ identical agents, each a repetition; a size's own ``agents`` overrides it).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,19 +54,23 @@ class World:
         train = selected(b["train_task_ids"], ds, b.get("train_split", "train"), exclude)
         test = selected(b["task_ids"], ds, b.get("split", "test"), exclude)
         return Design(ds, {d: len(v) for d, v in train.items()},
-                      {d: len(v) for d, v in test.items()}, int(self.config["runtime"]["trials"]))
+                      {d: len(v) for d, v in test.items()}, int(self.config["runtime"]["trials"]),
+                      train, test)
 
 
 @dataclass(frozen=True)
 class Design:
     """What a world's config asks for — the planted values' only input besides the
-    profile: its domains (one planted task type each), training and test tasks per
-    domain, trials per test task."""
+    profile: its domains (one planted task type each, unless the profile maps tasks to
+    sub-types: the relevance world), training and test tasks per domain (and their ids),
+    trials per test task."""
 
     domains: list[str]
     n_train: dict[str, int]
     n_test: dict[str, int]
     trials: int
+    train_ids: dict[str, list[str]] = field(default_factory=dict)  # per domain
+    test_ids: dict[str, list[str]] = field(default_factory=dict)
 
 
 def declare_identities(cfg: dict[str, Any]) -> None:

@@ -86,6 +86,30 @@ def test_conversation_user_states_request_then_stops(strategy):
     assert "[ref " in out.messages[-2]["content"]  # the agent's final text carries a marker
 
 
+def test_a_type_phrase_opens_the_users_first_turn_and_the_conversation_still_ends():
+    """``type_phrases`` (the relevance world): the simulated user opens with its task's
+    sub-type phrase — the observed text the retriever and the lesson writer read —, says it
+    once (the player is shown its own turn without the phrase) and stops; a task of the
+    other sub-type opens with its own phrase, and a phrase of fewer than 3 words is refused."""
+    from edv_ray.config_simulation import SimulationProfile
+
+    tasks = [t for t in tau2_tasks("airline", "test") if t.evaluation_criteria.actions][:2]
+    phrases = {"x": "About gardening tools and seeds.", "y": "About camera lenses and tripods."}
+    prof = profile(agents={"a": {"success": {"default": 1.0}}}, type_phrases=phrases,
+                   task_type_map={f"airline/{tasks[0].id}": "x", f"airline/{tasks[1].id}": "y"})
+    with serving(prof, [{"name": "tau2", "domains": ["airline"]}]) as (_sim, ep):
+        outs = [play_tau2(ep, "a", t, domain="airline") for t in tasks]
+    for out, t, kind in zip(outs, tasks, "xy"):
+        assert out.success and out.termination == "user_stop"
+        assert out.observed_text.startswith(phrases[kind])
+        reason = " ".join(t.user_scenario.instructions.reason_for_call.split())[:40]
+        assert reason in out.observed_text
+        said = [m["content"] for m in out.messages if m["role"] == "user"]
+        assert sum(phrases[kind] in c for c in said) == 1
+    with pytest.raises(ValueError, match="three words"):
+        SimulationProfile.model_validate({"type_phrases": {"x": "gardening"}})
+
+
 def test_memory_items_shift_success_as_planted():
     """Correct items of the task's type raise P(success) by gain_correct each; wrong or
     undecodable ones lower it by harm_wrong each."""

@@ -15,7 +15,7 @@ import pytest
 from edv_ray.validation.mutants import BY_NAME, MUTANTS, Mutant, StaleMutant, apply, framework_own
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMED = {"retrieval_nothing", "votes_ignored", "banks_swapped", "majority", "distiller_in_group",
+NAMED = {"retrieval_nothing", "retrieval_random", "votes_ignored", "banks_swapped", "majority", "distiller_in_group",
          "grades_inverted", "selector_random", "selector_worst", "contamination_halved",
          "poison_wrong_domain", "clustering_ignored_domain", "clustering_ignored",
          "ninety_percent", "seeds_collapsed", "rb_stale", "judge_sees_rewards", "agents_mixed",
@@ -25,7 +25,8 @@ NAMED = {"retrieval_nothing", "votes_ignored", "banks_swapped", "majority", "dis
 def test_the_table_holds_every_named_bug_of_the_issue():
     assert NAMED <= set(BY_NAME) and len(MUTANTS) >= 12
     for m in MUTANTS:
-        assert m.worlds and set(m.worlds) <= {"main", "null", "homogeneous", "epochs", "gains", "coverage"}
+        assert m.worlds and set(m.worlds) <= {"main", "null", "homogeneous", "epochs", "gains",
+                                              "relevance", "coverage"}
         # framework code only: never the planted world (engine) nor the suite's own checks
         assert all(p.startswith("edv_ray/") and not p.startswith(("edv_ray/simulation/",
                                                                    "edv_ray/validation/"))
@@ -62,17 +63,19 @@ def test_framework_own_rows_are_told_apart():
 @pytest.mark.slow
 def test_ci_subset_is_caught_by_planted_rows(tmp_path):
     """The table's CI subset: two interval bugs (planted outcome tables and the coverage
-    world's run) and grades inverted in the stage prompts (the main world; caught only
-    because the engine's roles act on the grade they are shown)."""
-    names = ["ninety_percent", "clustering_ignored_domain", "grades_inverted"]
+    world's run), grades inverted in the stage prompts (the main world; caught only
+    because the engine's roles act on the grade they are shown) and a retriever that ranks
+    at random (the relevance world: an item helps only tasks of its own kind)."""
+    names = ["ninety_percent", "clustering_ignored_domain", "grades_inverted", "retrieval_random"]
     rc = subprocess.run([sys.executable, str(ROOT / "experiments/validation/mutants.py"), "--only",
-                         *names, "--worlds", "main", "coverage", "--out", str(tmp_path)],
+                         *names, "--worlds", "main", "coverage", "relevance", "--out", str(tmp_path)],
                         cwd=ROOT).returncode
     got = {r["name"]: r for r in json.loads((tmp_path / "mutants.json").read_text())}
     assert rc == 0, {n: (r["verdict"], r["rows"]) for n, r in got.items()}
     assert all(got[n]["verdict"] == "caught" for n in names)
     # the planted tables and the coverage world's whole-framework run (tasks not alike)
     assert {c[:2] for c in got["clustering_ignored_domain"]["rows"]} >= {"6b", "6d"}
+    assert any(c.startswith("3e") for c in got["retrieval_random"]["rows"])
     assert "| `grades_inverted` | grades inverted in the distiller's and verifiers' prompts | main |" \
         in (tmp_path / "mutants.md").read_text()
 

@@ -65,6 +65,14 @@ def test_gains_world_plants_memory_and_routing_apart(worlds):
     _all_pass(suite.gains_checks(*worlds("gains")), {"3c", "3c·", "3d"})
 
 
+def test_relevance_world_items_help_only_their_own_kind(worlds):
+    w, run = worlds("relevance")
+    rows = suite.relevance_checks(w, run)
+    _all_pass(rows, {"3e", "3e·"})
+    # the diagnostic behind the closed form: what inference retrieved was of the task's kind
+    assert "1.00 of the task's own kind" in next(r.detail for r in rows if r.check.startswith("3e·"))
+
+
 def test_a_check_fed_the_wrong_world_fails(worlds):
     """The checks can fail: the null run judged against the biased world's profile (a
     planted margin of about +0.5 that the null run does not have)."""
