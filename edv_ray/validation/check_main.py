@@ -226,15 +226,16 @@ def relevance_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
     cells, gains, notes = [], [], []
     for d in ex.domains:
         train = {t: len(v) for t, v in ex.planted_types(d, "train").items()}
+        tc = run.scored().task_counts(run.group, "edv", domain=d)
         for t, ids in sorted(ex.planted_types(d).items()):
             bank = ex.edv_bank(t, e)
             gains += [ex.edv_inference(t, e) - ex.best(t)[1]] * len(ids)
             chosen = set(ids)
-            tc = run.scored().task_counts(run.group, "edv", domain=d)
             cells.append((f"{d}/{t}", ex.edv_inference(t, e), clustered_fn(
                 (key, c, n) for key, (c, n, _e) in tc.items() if key[1] in chosen)))
-            notes.append(f"{d}/{t}: {len(ids)} test tasks, ~{(bank['right'] + bank['wrong']) * train.get(t, 0):.1f} "
-                         f"shared items of its own kind expected (k = {k})")
+            expected = (bank["right"] + bank["wrong"]) * train.get(t, 0)
+            notes.append(f"{d}/{t}: {len(ids)} test tasks, ~{expected:.1f} shared items of its "
+                         f"own kind expected (k = {k})")
     got = run.rows("SELECT domain, task_id, experiences FROM method_episodes WHERE used_by = 'edv' "
                    "AND stage = 'infer' AND condition = ''")
     own = [ex.o.item_relevant(x, d, ex.o.task_type(d, t)) for d, t, xs in got for x in xs or []]
