@@ -16,13 +16,6 @@ same batch, so an episode row means its calls are there.
 "Work running in the process" is counted by :meth:`GroupCommit.work` (the episode worker
 wraps each episode and stage job in it); a process that counts nothing (a test calling
 ``run_episode`` directly) writes every submission at once, as before.
-
-Waiting for the disk is not running: ``work(slots)`` takes one of the process's run slots
-(the worker's share of the run's in-flight episodes) and an episode hands it back when it
-submits its last write (``submit(item, last=True)``), so the next queued episode starts
-while this one's batch gathers. Otherwise the leader's wait idled the slot: at 1 s a call
-and 128 in flight, 8 % of the slot-time went between episodes (2 % with no wait at all;
-``experiments/bench/scale.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ from typing import Any, Callable, Iterator
 
 MAX_ITEMS = 64  # submissions per batch: a batch stays a "small" write (parquet_io.SMALL_ROWS)
 MAX_WAIT_S = 0.25  # how long a batch's leader waits for others to join
-_held = threading.local()  # the run slot this thread's work holds (see GroupCommit.work)
 
 
 class _Batch:
@@ -58,29 +50,17 @@ class GroupCommit:
         self._running = 0  # pieces of work in progress (see :meth:`work`)
 
     @contextmanager
-    def work(self, slots: threading.Semaphore | None = None) -> Iterator[None]:
+    def work(self) -> Iterator[None]:
         """Count one piece of work (an episode, a stage job) as running while inside: a
-        batch does not wait for work that is not running. ``slots``: a run slot is taken
-        first (waiting for one) and given back at the work's last write
-        (``submit(..., last=True)``) or, at the latest, when it ends."""
-        if slots is not None:
-            slots.acquire()
-        _held.slot = slots
+        batch does not wait for work that is not running."""
         with self._lock:
             self._running += 1
         try:
             yield
         finally:
-            self._give_back_slot()
             with self._lock:
                 self._running -= 1
                 self._mark_full()
-
-    @staticmethod
-    def _give_back_slot() -> None:
-        slot, _held.slot = getattr(_held, "slot", None), None
-        if slot is not None:
-            slot.release()
 
     def _mark_full(self) -> None:  # under the lock
         """Close the open batch when it is full or nothing running could join it (later
@@ -90,17 +70,13 @@ class GroupCommit:
             self._open = None
             b.full.set()
 
-    def submit(self, item: Any, last: bool = False) -> None:
-        """``last``: the work's last write — its run slot is free for the next while this
-        waits for the disk (the work must then do nothing that needs one)."""
+    def submit(self, item: Any) -> None:
         with self._lock:
             b, leader = self._open, self._open is None
             if leader:
                 b = self._open = _Batch()
             b.items.append(item)
             self._mark_full()
-        if last:
-            self._give_back_slot()
         if not leader:
             b.done.wait()
         else:

@@ -101,14 +101,8 @@ def register_engine_keys(keys: dict[str, str]) -> None:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
     def __init__(self, run_dir: str, llm: dict, state_name: str | None = None,
-                 cpu_threads: int | None = None, slots: int | None = None) -> None:
-        """``slots``: how many of its episodes and stage jobs run at once (its share of the
-        run's in-flight episodes); the actor has more threads than that, so the calls
-        queued on it wait here, each for a slot, and one starts as soon as another
-        episode submits its last write (``results.group_commit``), not once that write
-        is on disk and Ray hands the thread the next call."""
+                 cpu_threads: int | None = None) -> None:
         import os
-        import threading
 
         if cpu_threads:  # before anything imports torch (it sizes its pool on import)
             os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads))
@@ -126,7 +120,6 @@ class EpisodeWorker:
         route_benchmark_logs(run_dir)  # warnings to the console, every record to logs/
         self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
-        self._slots = threading.BoundedSemaphore(slots) if slots else None
         warm_up()  # the model-call path's first-use cost, paid before any episode waits on it
 
     def ready(self) -> bool:
@@ -154,7 +147,7 @@ class EpisodeWorker:
         from edv_ray.runtime.episode import run_episode
         from edv_ray.runtime.spec import EpisodeSpec
 
-        with self._store.work(self._slots):  # its write may wait for others' (group commit)
+        with self._store.work():  # its writes may wait for others' (results.group_commit)
             return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client,
                                self._store)
 
@@ -164,5 +157,5 @@ class EpisodeWorker:
         is resolved by name, so the runtime imports no method."""
         from edv_ray.runtime.episode import resolve_provider
 
-        with self._store.work(self._slots):
+        with self._store.work():
             return resolve_provider(handler)(job_json, self._client)
