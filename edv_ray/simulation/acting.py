@@ -85,12 +85,13 @@ class Acting:
         if not phrase:
             return self.sim.world.player(domain).user_message(domain, task, req)
         lead = f"{phrase} "
-        own = [m for m in req["messages"] if m.get("role") == "assistant"]  # the user's turns
+        # the user's own turns are the request's assistant messages (τ²-bench flips roles)
+        first = not any(m.get("role") == "assistant" for m in req["messages"])
         shown = {**req, "messages": [
             {**m, "content": m["content"][len(lead):]}
-            if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+            if not first and m.get("role") == "assistant" and isinstance(m.get("content"), str)
             and m["content"].startswith(lead) else m for m in req["messages"]]}
         out = self.sim.world.player(domain).user_message(domain, task, shown)
-        if not own and isinstance(out.get("content"), str):
+        if first and isinstance(out.get("content"), str):
             out = {**out, "content": lead + out["content"]}
         return out

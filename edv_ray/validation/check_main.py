@@ -222,16 +222,17 @@ def relevance_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
     task's kind), of that sub-type's planted bank quality; the memory gain EDV − Router
     is the mean over the test tasks. A retriever that ranks at random, ignores the query
     or reads the wrong bank retrieves items of the other kind, which help nothing."""
-    e, k = cfg.get("edv", {}), cfg.get("edv", {}).get("retrieval_k", 3)
+    e = cfg.get("edv", {})
+    k = e.get("retrieval_k", 3)
     cells, gains, notes = [], [], []
     for d in ex.domains:
         train = {t: len(v) for t, v in ex.planted_types(d, "train").items()}
         tc = run.scored().task_counts(run.group, "edv", domain=d)
         for t, ids in sorted(ex.planted_types(d).items()):
-            bank = ex.edv_bank(t, e)
-            gains += [ex.edv_inference(t, e) - ex.best(t)[1]] * len(ids)
+            bank, planted = ex.edv_bank(t, e), ex.edv_inference(t, e)
+            gains += [planted - ex.best(t)[1]] * len(ids)
             chosen = set(ids)
-            cells.append((f"{d}/{t}", ex.edv_inference(t, e), clustered_fn(
+            cells.append((f"{d}/{t}", planted, clustered_fn(
                 (key, c, n) for key, (c, n, _e) in tc.items() if key[1] in chosen)))
             expected = (bank["right"] + bank["wrong"]) * train.get(t, 0)
             notes.append(f"{d}/{t}: {len(ids)} test tasks, ~{expected:.1f} shared items of its "
