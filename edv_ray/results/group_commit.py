@@ -16,16 +16,72 @@ same batch, so an episode row means its calls are there.
 "Work running in the process" is counted by :meth:`GroupCommit.work` (the episode worker
 wraps each episode and stage job in it); a process that counts nothing (a test calling
 ``run_episode`` directly) writes every submission at once, as before.
+
+Waiting for the disk is not running: ``work(slots)`` takes one of the process's run slots
+(the worker's share of the run's in-flight episodes), and an episode hands it back when it
+submits its last write (``submit(item, last=True)``) — while the process is not CPU-bound —
+so the next queued episode starts while this one's batch gathers. Otherwise the leader's
+wait idles the slot: at 1 s a call and 128 in flight, 8 % of the slot-time went between
+episodes (``experiments/bench/scale.py``: 0.82 of the LLM-bound ideal, 0.90 handing slots
+over). A CPU-bound process keeps the slot until the write is done: there the wait costs
+no throughput (the CPU is what is short), and starting more episodes meanwhile cost each
+one ~25 % more CPU (``experiments/bench/scale_simulated.py``, epoch 0's execute: 4.1–4.4 ms
+an episode keeping slots, 5.1–5.6 handing every one over). CPU-bound: the process used at
+least ``BUSY_SHARE`` of the CPU it could have had over the last ``CPU_WINDOW_S`` or more
+(:class:`CpuUse`; on 2 cores a worker at 1 s a call used 0.24–0.49 of it, one of the
+simulated construction ~1).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 MAX_ITEMS = 64  # submissions per batch: a batch stays a "small" write (parquet_io.SMALL_ROWS)
 MAX_WAIT_S = 0.25  # how long a batch's leader waits for others to join
+BUSY_SHARE = 0.75  # of the CPU it could have (CpuUse): a process using this is CPU-bound
+CPU_WINDOW_S = 2.0  # the shortest span its CPU use is measured over
+_held = threading.local()  # the run slot this thread's work holds (see GroupCommit.work)
+
+
+class CpuUse:
+    """The share (0–1) of the CPU it could have had that this process used, over the span
+    since the last measure of at least ``window_s``; ``None`` until one span has passed.
+    Used: every thread's CPU (the episodes', the model client's event loop, Ray's,
+    Arrow's). Could have had: ``available`` (its share of the node's cores), at most one
+    core (one interpreter), and at most what it used plus what the node left idle
+    meanwhile — a worker whose neighbours (an engine, another worker) take the rest of
+    the node is CPU-bound too. The node's idle time is the operating system's (psutil): in
+    a container with a CPU quota that is the host's, so a CPU-bound worker there may read
+    as less busy than it is."""
+
+    def __init__(self, available: float = 1.0, window_s: float = CPU_WINDOW_S) -> None:
+        if window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {window_s}")
+        self.available, self.window_s = available, window_s
+        self._at, self._cpu, self._idle = time.monotonic(), time.process_time(), _node_idle_s()
+        self.share: float | None = None
+
+    def update(self) -> float | None:
+        now = time.monotonic()
+        if now - self._at >= self.window_s:
+            cpu, idle = time.process_time(), _node_idle_s()
+            span = now - self._at
+            used = (cpu - self._cpu) / span
+            could = min(self.available, 1.0, used + (idle - self._idle) / span)
+            self.share = min(1.0, used / could) if could > 0 else 1.0
+            self._at, self._cpu, self._idle = now, cpu, idle
+        return self.share
+
+
+def _node_idle_s() -> float:
+    """CPU-seconds the node's cores have been idle (waiting for I/O included)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return t.idle + getattr(t, "iowait", 0.0)
 
 
 class _Batch:
@@ -43,24 +99,44 @@ class GroupCommit:
     :meth:`submit` returns once its item is written and raises what the write raised."""
 
     def __init__(self, write: Callable[[list[Any]], None], max_items: int = MAX_ITEMS,
-                 max_wait_s: float = MAX_WAIT_S) -> None:
+                 max_wait_s: float = MAX_WAIT_S, cpu_window_s: float = CPU_WINDOW_S) -> None:
         self._write, self.max_items, self.max_wait_s = write, max_items, max_wait_s
         self._lock = threading.Lock()
         self._open: _Batch | None = None
         self._running = 0  # pieces of work in progress (see :meth:`work`)
+        self.cpu = CpuUse(window_s=cpu_window_s)  # the worker sets ``cpu.available``
 
     @contextmanager
-    def work(self) -> Iterator[None]:
+    def work(self, slots: threading.Semaphore | None = None) -> Iterator[None]:
         """Count one piece of work (an episode, a stage job) as running while inside: a
-        batch does not wait for work that is not running."""
+        batch does not wait for work that is not running. ``slots``: a run slot is taken
+        first (waiting for one) and given back at the work's last write
+        (``submit(..., last=True)``) or, at the latest, when it ends."""
+        if slots is not None:
+            slots.acquire()
+        _held.slot = slots
         with self._lock:
             self._running += 1
         try:
             yield
         finally:
+            self._give_back_slot()
             with self._lock:
                 self._running -= 1
                 self._mark_full()
+
+    @staticmethod
+    def _give_back_slot() -> None:
+        slot, _held.slot = getattr(_held, "slot", None), None
+        if slot is not None:
+            slot.release()
+
+    def cpu_bound(self) -> bool:
+        """Whether this process used at least ``BUSY_SHARE`` of the CPU it could have over
+        the last window (:class:`CpuUse`; so while that is not known yet)."""
+        with self._lock:
+            share = self.cpu.update()
+        return share is None or share >= BUSY_SHARE
 
     def _mark_full(self) -> None:  # under the lock
         """Close the open batch when it is full or nothing running could join it (later
@@ -70,13 +146,18 @@ class GroupCommit:
             self._open = None
             b.full.set()
 
-    def submit(self, item: Any) -> None:
+    def submit(self, item: Any, last: bool = False) -> None:
+        """``last``: the work's last write — unless the process is CPU-bound, its run slot
+        is free for the next while this waits for the disk (the work must then do nothing
+        that needs one)."""
         with self._lock:
             b, leader = self._open, self._open is None
             if leader:
                 b = self._open = _Batch()
             b.items.append(item)
             self._mark_full()
+        if last and getattr(_held, "slot", None) is not None and not self.cpu_bound():
+            self._give_back_slot()
         if not leader:
             b.done.wait()
         else:

@@ -40,10 +40,12 @@ class RunStore:
     def calls_path(self, stage: str, episode_id: str, attempt: int) -> Path:
         return self.run_dir / "llm_calls" / f"stage={stage}" / f"{episode_id}.a{attempt}.parquet"
 
-    def work(self):
+    def work(self, slots=None):
         """Count an episode or stage job as running in this process (see
-        ``results.group_commit``): its writes may then wait for others' to join them."""
-        return committer().work()
+        ``results.group_commit``): its writes may then wait for others' to join them.
+        ``slots``: the process's run slots (a ``threading.Semaphore``), one held meanwhile
+        (an episode may give it back at its last write)."""
+        return committer().work(slots)
 
     def write_episode(self, stage: str, row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
         """Calls first, then the episode row: an episode file means its calls are there.
@@ -54,7 +56,8 @@ class RunStore:
         row = {**row, "attempt_id": row.get("attempt_id") or uuid.uuid4().hex}
         call_rows = [{**{k: c.get(k) for k in CALL_SCHEMA.names},
                       "attempt": row["attempt"], "attempt_id": row["attempt_id"]} for c in calls]
-        committer().submit((self.run_dir, ("episode", stage, row, call_rows)))
+        # an episode's last write: its run slot may go to the next episode meanwhile
+        committer().submit((self.run_dir, ("episode", stage, row, call_rows)), last=True)
 
     def write_calls(self, stage: str, rows: list[dict[str, Any]], name: str) -> None:
         """A stage job's call rows (``name``: its file's name when written alone)."""

@@ -101,16 +101,23 @@ def register_engine_keys(keys: dict[str, str]) -> None:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class EpisodeWorker:
     def __init__(self, run_dir: str, llm: dict, state_name: str | None = None,
-                 cpu_threads: int | None = None) -> None:
+                 cpu_share: float | None = None, slots: int | None = None) -> None:
+        """``cpu_share``: the CPUs it may use (``worker_layout.cpu_share``). ``slots``: how
+        many of its episodes and stage jobs run at once (its share of the run's in-flight
+        episodes); the actor has more threads than that, so the calls queued on it wait
+        here, each for a slot, and while the worker is not CPU-bound one starts as soon as
+        another episode submits its last write (``results.group_commit``), not once that
+        write is on disk and Ray hands the thread the next call."""
         import os
+        import threading
 
-        if cpu_threads:  # before anything imports torch (it sizes its pool on import)
-            os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads))
+        if cpu_share:  # before anything imports torch (it sizes its pool on import)
+            os.environ.setdefault("OMP_NUM_THREADS", str(max(1, int(cpu_share))))
 
         from edv_ray.envs.benchmark_logs import route_benchmark_logs
         from edv_ray.llm.client import LLMClient
         from edv_ray.llm.transport import warm_up
-        from edv_ray.results.store import RunStore
+        from edv_ray.results.store import RunStore, committer
 
         if state_name is not None:  # the run's RunState, by name — see EpisodeRunner
             state = ray.get_actor(state_name)
@@ -120,6 +127,9 @@ class EpisodeWorker:
         route_benchmark_logs(run_dir)  # warnings to the console, every record to logs/
         self._client = LLMClient(**llm)
         self._store = RunStore(run_dir)
+        if cpu_share:
+            committer().cpu.available = cpu_share
+        self._slots = threading.BoundedSemaphore(slots) if slots else None
         warm_up()  # the model-call path's first-use cost, paid before any episode waits on it
 
     def ready(self) -> bool:
@@ -147,7 +157,7 @@ class EpisodeWorker:
         from edv_ray.runtime.episode import run_episode
         from edv_ray.runtime.spec import EpisodeSpec
 
-        with self._store.work():  # its writes may wait for others' (results.group_commit)
+        with self._store.work(self._slots):  # its write may wait for others' (group commit)
             return run_episode(EpisodeSpec.model_validate_json(spec_json), self._client,
                                self._store)
 
@@ -157,5 +167,5 @@ class EpisodeWorker:
         is resolved by name, so the runtime imports no method."""
         from edv_ray.runtime.episode import resolve_provider
 
-        with self._store.work():
+        with self._store.work(self._slots):
             return resolve_provider(handler)(job_json, self._client)

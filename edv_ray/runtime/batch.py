@@ -1,9 +1,10 @@
 """Batch layer: fan episode specs out over threaded Ray workers, with progress.
 
 * at most ``concurrency`` episodes run at once: each worker actor runs its share of them
-  in threads, plus ``PREFETCH`` queued on it so a finished episode's thread starts the
-  next one without waiting for the driver (work goes to the worker with the most free
-  room, so no worker queues while another idles);
+  (its run slots), plus ``PREFETCH`` queued on it, in threads waiting for a slot, so a
+  finished episode's slot starts the next one without waiting for the driver — nor, while
+  the worker is not CPU-bound, for its own write (``results.group_commit``). Work goes to
+  the worker with the most free room, so no worker queues while another idles;
 * a stage's first ``concurrency`` episodes start ``runtime.start_interval_s`` apart, after
   each worker has built the benchmark's shared state (``Environment.warm_up``): episodes
   started in one burst call the model in one burst, the answers come back together and
@@ -45,15 +46,17 @@ from edv_ray.runtime.episode import error_row, summary
 from edv_ray.runtime.spec import EpisodeSpec
 # COMPACT_EVERY is read here at each fan-out (plan.py reads it here too; tests lower it here)
 from edv_ray.runtime.compaction import COMPACT_EVERY, Compaction
-from edv_ray.runtime.worker_layout import cpu_threads
 from edv_ray.runtime.inflight import InFlight
-from edv_ray.runtime.worker_layout import shares, spread_over_nodes, worker_lost  # noqa: F401
+from edv_ray.runtime.worker_layout import (cpu_share, shares, spread_over_nodes,  # noqa: F401
+                                           worker_lost)
 
 TIMEOUT_GRACE_S = 60.0
 # episodes queued on a worker beyond the ones it runs: episodes end in clumps (64 threads,
 # one answer burst), and a queue of 2 ran dry between driver round trips (slots idle ~35–60
-# ms an episode at 128 in flight; ~28 ms with 8, experiments/bench/scale.py)
-PREFETCH = 8
+# ms an episode at 128 in flight; ~28 ms with 8, experiments/bench/scale.py). 16: an
+# episode waiting for its batch's write (up to group_commit.MAX_WAIT_S) may have given its
+# run slot to a queued one, and still counts here until its result is back
+PREFETCH = 16
 # after the first result, how long the driver gathers more before handling them: each
 # pass of the loop costs a ray.wait over every ref in flight; the queued PREFETCH keeps
 # the workers busy meanwhile
@@ -136,8 +139,10 @@ class EpisodeRunner:
         from edv_ray.runtime.actors import EpisodeWorker
 
         where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
-        return EpisodeWorker.options(max_concurrency=share, scheduling_strategy=where).remote(
-            *self._worker_args, cpu_threads=cpu_threads(node, self.nodes.count(node)))
+        # threads for the queued calls too: they wait on the worker's ``share`` run slots
+        return EpisodeWorker.options(max_concurrency=share + PREFETCH + 1,
+                                     scheduling_strategy=where).remote(
+            *self._worker_args, cpu_share=cpu_share(node, self.nodes.count(node)), slots=share)
 
     def placement(self) -> dict:
         """Which node each worker started on (and the driver's), as ``workers.json``."""

@@ -37,13 +37,14 @@ def worker_lost(err: BaseException) -> bool:
 
 
 
-def cpu_threads(node: str, workers_on_node: int) -> int:
-    """The threads one worker's CPU-bound passes (the embedding model's forwards) may use:
-    the node's CPUs shared by the workers on it, at least 1. Without it every worker's
-    torch takes all the node's cores: two workers on 2 cores ran 4 compute threads, and an
-    embedding cost ~2× the CPU it costs alone."""
+def cpu_share(node: str, workers_on_node: int) -> float:
+    """The CPUs one worker may use: the node's CPUs shared by the workers on it. Its torch
+    threads are this, at least 1 (``EpisodeWorker``): without it every worker's torch takes
+    all the node's cores — two workers on 2 cores ran 4 compute threads, and an embedding
+    cost ~2× the CPU it costs alone. Its group commit reads it too: a worker using half
+    of it is CPU-bound (``results.group_commit``)."""
     import ray
 
     cpus = next((n.get("Resources", {}).get("CPU", 1.0) for n in ray.nodes()
                  if n.get("NodeID") == node), 1.0)
-    return max(1, int(cpus) // max(1, workers_on_node))
+    return float(cpus) / max(1, workers_on_node)

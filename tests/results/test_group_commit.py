@@ -7,13 +7,14 @@ whether its episodes were written one by one or in batches."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from edv_ray.methods.jobkit import load_episode
 from edv_ray.results import store as S
 from edv_ray.results.episode_lookup import find_episode
-from edv_ray.results.group_commit import GroupCommit
+from edv_ray.results.group_commit import CpuUse, GroupCommit
 from edv_ray.results.views import connect
 from edv_ray.runtime.plan import finished_attempts
 
@@ -86,6 +87,104 @@ def test_a_batch_waits_only_for_running_work():
         gc.submit("row")
     t.join(30)
     assert written == [["row"]]
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _slot_handoff(last: bool, cpu_bound: bool = False) -> tuple[bool, list]:
+    """Two run slots: B runs; A submits and its batch waits for B; C is queued for a slot.
+    ``cpu_bound``: the process used its CPU over the window before (else it slept).
+    Returns whether C started while A's batch still waited, and what was written."""
+    written: list[list[str]] = []
+    gc = GroupCommit(written.append, max_wait_s=3600.0, cpu_window_s=0.05)
+    if cpu_bound:
+        gc.cpu.available = 1e-6  # any CPU it used is all it could have
+        _burn(0.1)
+    else:
+        time.sleep(0.1)
+    slots = threading.BoundedSemaphore(2)
+    b_running, a_waits, b_may_end = threading.Event(), threading.Event(), threading.Event()
+    c_started = threading.Event()
+
+    def b() -> None:
+        with gc.work(slots):
+            b_running.set()
+            b_may_end.wait(30)
+
+    def a() -> None:
+        b_running.wait(30)
+        with gc.work(slots):
+            a_waits.set()
+            gc.submit("a", last=last)
+
+    def c() -> None:
+        a_waits.wait(30)
+        with gc.work(slots):
+            c_started.set()
+
+    threads = [threading.Thread(target=f) for f in (b, a, c)]
+    for t in threads:
+        t.start()
+    started_early = c_started.wait(1.0) and written == []
+    b_may_end.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    return started_early, written
+
+
+def test_a_last_write_hands_its_run_slot_to_queued_work_while_its_batch_waits():
+    """An episode waiting for its batch's write runs nothing: its slot goes to the next."""
+    started_early, written = _slot_handoff(last=True)
+    assert started_early and written == [["a"]]
+
+
+def test_work_that_may_write_again_keeps_its_run_slot_until_it_ends():
+    started_early, written = _slot_handoff(last=False)
+    assert not started_early and written == [["a"]]
+
+
+def test_a_cpu_bound_process_keeps_the_run_slot_until_the_write_is_done():
+    """Where the CPU is short, starting more episodes during the wait only costs CPU."""
+    started_early, written = _slot_handoff(last=True, cpu_bound=True)
+    assert not started_early and written == [["a"]]
+
+
+def test_cpu_use_is_the_process_cpu_over_the_last_window():
+    use = CpuUse(window_s=0.05)
+    assert use.update() is None  # no window has passed yet
+    _burn(0.1)
+    assert use.update() > 0.9  # one thread spinning: all one interpreter could have
+    time.sleep(0.1)
+    assert use.update() < 0.5  # asleep, the node idle or not
+    with pytest.raises(ValueError, match="positive"):
+        CpuUse(window_s=0)
+
+
+def test_run_slots_bound_the_work_that_runs_at_once():
+    gc = GroupCommit(lambda items: None, max_wait_s=0.0)
+    slots = threading.BoundedSemaphore(3)
+    lock, running, peak = threading.Lock(), [0], [0]
+    start = threading.Barrier(12)
+
+    def work(i: int) -> None:
+        start.wait()
+        with gc.work(slots):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            threading.Event().wait(0.02)
+            with lock:
+                running[0] -= 1
+            gc.submit(i, last=True)
+            assert slots._value <= 3  # noqa: SLF001 - given back once, not twice
+
+    assert _in_threads(12, work) == []
+    assert peak[0] == 3 and slots._value == 3  # noqa: SLF001
 
 
 def test_a_failed_write_fails_every_writer_of_its_batch():
