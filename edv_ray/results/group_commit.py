@@ -28,8 +28,9 @@ no throughput (the CPU is what is short), and starting more episodes meanwhile c
 one ~25 % more CPU (``experiments/bench/scale_simulated.py``, epoch 0's execute: 4.1–4.4 ms
 an episode keeping slots, 5.1–5.6 handing every one over). CPU-bound: the process used at
 least ``BUSY_SHARE`` of the CPU it could have had over the last ``CPU_WINDOW_S`` or more
-(:class:`CpuUse`; on 2 cores a worker at 1 s a call used 0.24–0.49 of it, one of the
-simulated construction ~1).
+(:class:`CpuUse`; on 2 cores a worker at 1 s a call used 0.15–0.54 of it; one of the
+simulated construction used 0.6–0.85 of a core on a node with no idle CPU left — all it
+could have had).
 """
 
 from __future__ import annotations

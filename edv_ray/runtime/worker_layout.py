@@ -41,8 +41,8 @@ def cpu_share(node: str, workers_on_node: int) -> float:
     """The CPUs one worker may use: the node's CPUs shared by the workers on it. Its torch
     threads are this, at least 1 (``EpisodeWorker``): without it every worker's torch takes
     all the node's cores — two workers on 2 cores ran 4 compute threads, and an embedding
-    cost ~2× the CPU it costs alone. Its group commit reads it too: a worker using half
-    of it is CPU-bound (``results.group_commit``)."""
+    cost ~2× the CPU it costs alone. Its group commit reads it too: what it could have
+    had, against which it is CPU-bound or not (``results.group_commit.CpuUse``)."""
     import ray
 
     cpus = next((n.get("Resources", {}).get("CPU", 1.0) for n in ray.nodes()
