@@ -56,19 +56,21 @@ class CpuUse:
     meanwhile — a worker whose neighbours (an engine, another worker) take the rest of
     the node is CPU-bound too. The node's idle time is the operating system's (psutil): in
     a container with a CPU quota that is the host's, so a CPU-bound worker there may read
-    as less busy than it is."""
+    as less busy than it is. ``idle_s``: reads the node's idle CPU-seconds so far."""
 
-    def __init__(self, available: float = 1.0, window_s: float = CPU_WINDOW_S) -> None:
+    def __init__(self, available: float = 1.0, window_s: float = CPU_WINDOW_S,
+                 idle_s: Callable[[], float] | None = None) -> None:
         if window_s <= 0:
             raise ValueError(f"window_s must be positive, got {window_s}")
         self.available, self.window_s = available, window_s
-        self._at, self._cpu, self._idle = time.monotonic(), time.process_time(), _node_idle_s()
+        self._idle_s = idle_s or _node_idle_s
+        self._at, self._cpu, self._idle = time.monotonic(), time.process_time(), self._idle_s()
         self.share: float | None = None
 
     def update(self) -> float | None:
         now = time.monotonic()
         if now - self._at >= self.window_s:
-            cpu, idle = time.process_time(), _node_idle_s()
+            cpu, idle = time.process_time(), self._idle_s()
             span = now - self._at
             used = (cpu - self._cpu) / span
             could = min(self.available, 1.0, used + (idle - self._idle) / span)
@@ -100,12 +102,12 @@ class GroupCommit:
     :meth:`submit` returns once its item is written and raises what the write raised."""
 
     def __init__(self, write: Callable[[list[Any]], None], max_items: int = MAX_ITEMS,
-                 max_wait_s: float = MAX_WAIT_S, cpu_window_s: float = CPU_WINDOW_S) -> None:
+                 max_wait_s: float = MAX_WAIT_S, cpu: CpuUse | None = None) -> None:
         self._write, self.max_items, self.max_wait_s = write, max_items, max_wait_s
         self._lock = threading.Lock()
         self._open: _Batch | None = None
         self._running = 0  # pieces of work in progress (see :meth:`work`)
-        self.cpu = CpuUse(window_s=cpu_window_s)  # the worker sets ``cpu.available``
+        self.cpu = cpu or CpuUse()  # the worker sets ``cpu.available``
 
     @contextmanager
     def work(self, slots: threading.Semaphore | None = None) -> Iterator[None]:

@@ -95,14 +95,24 @@ def _burn(seconds: float) -> None:
         pass
 
 
+def _two_idle_cores() -> float:
+    return 2 * time.monotonic()
+
+
+def _no_idle_core() -> float:
+    return 0.0
+
+
 def _slot_handoff(last: bool, cpu_bound: bool = False) -> tuple[bool, list]:
     """Two run slots: B runs; A submits and its batch waits for B; C is queued for a slot.
-    ``cpu_bound``: the process used its CPU over the window before (else it slept).
-    Returns whether C started while A's batch still waited, and what was written."""
+    ``cpu_bound``: over the window before, the process spun on a node left with no idle
+    core (else it slept on a node with two). Returns whether C started while A's batch
+    still waited, and what was written."""
     written: list[list[str]] = []
-    gc = GroupCommit(written.append, max_wait_s=3600.0, cpu_window_s=0.05)
+    node = _no_idle_core if cpu_bound else _two_idle_cores
+    gc = GroupCommit(written.append, max_wait_s=3600.0,
+                     cpu=CpuUse(window_s=0.05, idle_s=node))
     if cpu_bound:
-        gc.cpu.available = 1e-6  # any CPU it used is all it could have
         _burn(0.1)
     else:
         time.sleep(0.1)
@@ -155,12 +165,16 @@ def test_a_cpu_bound_process_keeps_the_run_slot_until_the_write_is_done():
 
 
 def test_cpu_use_is_the_process_cpu_over_the_last_window():
-    use = CpuUse(window_s=0.05)
+    use = CpuUse(window_s=0.05)  # the node's real idle time
     assert use.update() is None  # no window has passed yet
     _burn(0.1)
     assert use.update() > 0.9  # one thread spinning: all one interpreter could have
+    idle_node = CpuUse(window_s=0.05, idle_s=_two_idle_cores)
     time.sleep(0.1)
-    assert use.update() < 0.5  # asleep, the node idle or not
+    assert idle_node.update() < 0.5  # asleep while the node had cores to spare
+    busy_node = CpuUse(window_s=0.05, idle_s=_no_idle_core)
+    _burn(0.1)
+    assert busy_node.update() > 0.9  # neighbours took the rest: it used all it could
     with pytest.raises(ValueError, match="positive"):
         CpuUse(window_s=0)
 
