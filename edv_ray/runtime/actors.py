@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ray
 
+from edv_ray.runtime import heap
 
 ROUTE_TTL_S = 2.0  # how long a worker trusts a server's looked-up URL
 DOWN_S = 10.0  # a server that did not answer is skipped this long before it is asked again
@@ -108,6 +109,11 @@ class EpisodeWorker:
         here, each for a slot, and while the worker is not CPU-bound one starts as soon as
         another episode submits its last write (``results.group_commit``), not once that
         write is on disk and Ray hands the thread the next call."""
+        with heap.warming_up():  # imports without GC passes; what they leave, frozen after
+            self._set_up(run_dir, llm, state_name, cpu_share, slots)
+
+    def _set_up(self, run_dir: str, llm: dict, state_name: str | None,
+                cpu_share: float | None, slots: int | None) -> None:
         import os
         import threading
 
@@ -147,11 +153,17 @@ class EpisodeWorker:
 
         bench = parse_benchmark(benchmark)
         env = get_env(bench.name)
-        for domain in domains:
-            try:
-                env.warm_up(bench, domain)
-            except Exception:  # noqa: BLE001 - each episode then records the error itself
-                continue
+        # the domains' shared state joins what later GC passes skip (no episode runs now)
+        with heap.warming_up():
+            for domain in domains:
+                try:
+                    env.warm_up(bench, domain)
+                except Exception:  # noqa: BLE001 - each episode then records the error itself
+                    continue
+
+    def settle(self) -> int:
+        """Before a stage of jobs: what is alive now, out of later full GC passes."""
+        return heap.settle()
 
     def run(self, spec_json: str) -> dict:
         from edv_ray.runtime.episode import run_episode

@@ -211,6 +211,11 @@ class EpisodeRunner:
             errors[0] += result["status"] == "error"  # counted, not re-scanned per update
             compaction.tick(len(results))
 
+        import ray
+
+        # what earlier stages left alive in each worker (caches, banks): out of this
+        # stage's full GC passes (runtime.heap), as a stage of episodes does in `warm`
+        ray.get([w.settle.remote() for w in self.workers])
         try:
             self._fan_out(jobs, lambda w, j: w.run_job.remote(j.handler, j.model_dump_json()),
                           failed, on_result, lambda: f"errors {errors[0]}", label, show_progress)
