@@ -264,7 +264,7 @@ def run_one(data: Path, workers: int, args, log) -> dict:
         shutil.rmtree(out, ignore_errors=True)
     return {"workers": workers, "complete": result.complete, "wall": wall,
             "load_before": "/".join(load0), "load_after": "/".join(load1),
-            "samples": monitor.samples, "cpu": cpu,
+            "samples": monitor.samples, "cpu": cpu, "peak_rss": sampler.peak_rss_mb(),
             "stages": stage_table(driver.spans, sampler, t0, t0 + wall),
             "driver_cpu": driver.lines(cpu.get("driver", 0.0)), "driver_ms_episode": driver.ms_per_item("episodes"),
             "driver_ms_job": driver.ms_per_item("jobs"), **q}
@@ -337,6 +337,8 @@ def main() -> int:
                           f"load {r['load_before']} → {r['load_after']}; "
                           f"CPU s by group: " + ", ".join(f"{g} {v:.0f}" for g, v in
                                                           sorted(r['cpu'].items())))
+            console.print("  peak RSS MB by group (summed over its processes): " + ", ".join(
+                f"{g} {v:.0f}" for g, v in sorted(r["peak_rss"].items())))
             console.print(f"  files by folder: {r['files_by_folder']}")
             print_stage_table(console, r["stages"], w)
             for line in r["driver_cpu"]:
