@@ -27,64 +27,24 @@ over). A CPU-bound process keeps the slot until the write is done: there the wai
 no throughput (the CPU is what is short), and starting more episodes meanwhile cost each
 one ~25 % more CPU (``experiments/bench/scale_simulated.py``, epoch 0's execute: 4.1–4.4 ms
 an episode keeping slots, 5.1–5.6 handing every one over). CPU-bound: the process used at
-least ``BUSY_SHARE`` of the CPU it could have had over the last ``CPU_WINDOW_S`` or more
-(:class:`CpuUse`; on 2 cores a worker at 1 s a call used 0.15–0.54 of it; one of the
-simulated construction used 0.6–0.85 of a core on a node with no idle CPU left — all it
-could have had).
+least ``BUSY_SHARE`` of the CPU it could have had over the last 2 s or more
+(:class:`~edv_ray.results.cpu_use.CpuUse`, which also reads a container's CPU quota; on
+2 cores a worker at 1 s a call used 0.15–0.54 of it; one of the simulated construction
+used 0.6–0.85 of a core on a node with no idle CPU left — all it could have had).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
+
+from edv_ray.results.cpu_use import CpuUse
 
 MAX_ITEMS = 64  # submissions per batch: a batch stays a "small" write (parquet_io.SMALL_ROWS)
 MAX_WAIT_S = 0.25  # how long a batch's leader waits for others to join
 BUSY_SHARE = 0.75  # of the CPU it could have (CpuUse): a process using this is CPU-bound
-CPU_WINDOW_S = 2.0  # the shortest span its CPU use is measured over
 _held = threading.local()  # the run slot this thread's work holds (see GroupCommit.work)
-
-
-class CpuUse:
-    """The share (0–1) of the CPU it could have had that this process used, over the span
-    since the last measure of at least ``window_s``; ``None`` until one span has passed.
-    Used: every thread's CPU (the episodes', the model client's event loop, Ray's,
-    Arrow's). Could have had: ``available`` (its share of the node's cores), at most one
-    core (one interpreter), and at most what it used plus what the node left idle
-    meanwhile — a worker whose neighbours (an engine, another worker) take the rest of
-    the node is CPU-bound too. The node's idle time is the operating system's (psutil): in
-    a container with a CPU quota that is the host's, so a CPU-bound worker there may read
-    as less busy than it is. ``idle_s``: reads the node's idle CPU-seconds so far."""
-
-    def __init__(self, available: float = 1.0, window_s: float = CPU_WINDOW_S,
-                 idle_s: Callable[[], float] | None = None) -> None:
-        if window_s <= 0:
-            raise ValueError(f"window_s must be positive, got {window_s}")
-        self.available, self.window_s = available, window_s
-        self._idle_s = idle_s or _node_idle_s
-        self._at, self._cpu, self._idle = time.monotonic(), time.process_time(), self._idle_s()
-        self.share: float | None = None
-
-    def update(self) -> float | None:
-        now = time.monotonic()
-        if now - self._at >= self.window_s:
-            cpu, idle = time.process_time(), self._idle_s()
-            span = now - self._at
-            used = (cpu - self._cpu) / span
-            could = min(self.available, 1.0, used + (idle - self._idle) / span)
-            self.share = min(1.0, used / could) if could > 0 else 1.0
-            self._at, self._cpu, self._idle = now, cpu, idle
-        return self.share
-
-
-def _node_idle_s() -> float:
-    """CPU-seconds the node's cores have been idle (waiting for I/O included)."""
-    import psutil
-
-    t = psutil.cpu_times()
-    return t.idle + getattr(t, "iowait", 0.0)
 
 
 class _Batch:

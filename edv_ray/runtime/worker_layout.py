@@ -42,7 +42,7 @@ def cpu_share(node: str, workers_on_node: int) -> float:
     threads are this, at least 1 (``EpisodeWorker``): without it every worker's torch takes
     all the node's cores — two workers on 2 cores ran 4 compute threads, and an embedding
     cost ~2× the CPU it costs alone. Its group commit reads it too: what it could have
-    had, against which it is CPU-bound or not (``results.group_commit.CpuUse``)."""
+    had, against which it is CPU-bound or not (``results.cpu_use.CpuUse``)."""
     import ray
 
     cpus = next((n.get("Resources", {}).get("CPU", 1.0) for n in ray.nodes()

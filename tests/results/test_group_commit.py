@@ -14,7 +14,8 @@ import pytest
 from edv_ray.methods.jobkit import load_episode
 from edv_ray.results import store as S
 from edv_ray.results.episode_lookup import find_episode
-from edv_ray.results.group_commit import CpuUse, GroupCommit
+from edv_ray.results.cpu_use import CpuUse
+from edv_ray.results.group_commit import GroupCommit
 from edv_ray.results.views import connect
 from edv_ray.runtime.plan import finished_attempts
 
@@ -111,7 +112,7 @@ def _slot_handoff(last: bool, cpu_bound: bool = False) -> tuple[bool, list]:
     written: list[list[str]] = []
     node = _no_idle_core if cpu_bound else _two_idle_cores
     gc = GroupCommit(written.append, max_wait_s=3600.0,
-                     cpu=CpuUse(window_s=0.05, idle_s=node))
+                     cpu=CpuUse(window_s=0.05, idle_s=node, quota=None))
     if cpu_bound:
         _burn(0.1)
     else:
@@ -169,10 +170,10 @@ def test_cpu_use_is_the_process_cpu_over_the_last_window():
     assert use.update() is None  # no window has passed yet
     _burn(0.1)
     assert use.update() > 0.9  # one thread spinning: all one interpreter could have
-    idle_node = CpuUse(window_s=0.05, idle_s=_two_idle_cores)
+    idle_node = CpuUse(window_s=0.05, idle_s=_two_idle_cores, quota=None)
     time.sleep(0.1)
     assert idle_node.update() < 0.5  # asleep while the node had cores to spare
-    busy_node = CpuUse(window_s=0.05, idle_s=_no_idle_core)
+    busy_node = CpuUse(window_s=0.05, idle_s=_no_idle_core, quota=None)
     _burn(0.1)
     assert busy_node.update() > 0.9  # neighbours took the rest: it used all it could
     with pytest.raises(ValueError, match="positive"):

@@ -11,7 +11,7 @@ import textwrap
 
 def _run(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=60)
+                          check=False, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
