@@ -61,6 +61,9 @@ PREFETCH = 16
 # pass of the loop costs a ray.wait over every ref in flight; the queued PREFETCH keeps
 # the workers busy meanwhile
 GATHER_S = 0.05
+# how long a stage of jobs waits for its workers' GC settle (one collection, well under a
+# second) before it starts anyway
+SETTLE_WAIT_S = 30.0
 
 
 @dataclass
@@ -211,11 +214,7 @@ class EpisodeRunner:
             errors[0] += result["status"] == "error"  # counted, not re-scanned per update
             compaction.tick(len(results))
 
-        import ray
-
-        # what earlier stages left alive in each worker (caches, banks): out of this
-        # stage's full GC passes (runtime.heap), as a stage of episodes does in `warm`
-        ray.get([w.settle.remote() for w in self.workers])
+        self._settle_workers()
         try:
             self._fan_out(jobs, lambda w, j: w.run_job.remote(j.handler, j.model_dump_json()),
                           failed, on_result, lambda: f"errors {errors[0]}", label, show_progress)
@@ -223,6 +222,15 @@ class EpisodeRunner:
             compaction.close()
         compaction.settle()
         return results
+
+    def _settle_workers(self) -> None:
+        """What earlier stages left alive in each worker (caches, banks): out of the next
+        stage's full GC passes (``runtime.heap``), as a stage of episodes does in ``warm``.
+        Only an optimisation: a worker that is lost or restarting is not waited for."""
+        import ray
+
+        refs = [w.settle.remote() for w in self.workers]
+        ray.wait(refs, num_returns=len(refs), timeout=SETTLE_WAIT_S)
 
     def _call_stages(self) -> list[str]:
         """The stages with call files (a job may write calls under another stage)."""
