@@ -38,8 +38,19 @@ class CpuUse:
         self._idle_s = idle_s or node_idle_s
         self.quota: CgroupQuota | None = CgroupQuota.find() if quota is _FIND else quota
         self._at, self._cpu, self._idle = time.monotonic(), time.process_time(), self._idle_s()
-        self._quota_used = self.quota.usage_s() if self.quota else 0.0
+        self._quota_used = self._quota_usage()
         self.share: float | None = None
+
+    def _quota_usage(self) -> float:
+        """The quota's usage so far; a quota whose files stop being readable is dropped
+        (the node's idle time alone counts from then on), never an error in a write."""
+        if self.quota is None:
+            return 0.0
+        try:
+            return self.quota.usage_s()
+        except (OSError, ValueError):
+            self.quota = None
+            return 0.0
 
     def update(self) -> float | None:
         now = time.monotonic()
@@ -48,8 +59,8 @@ class CpuUse:
             span = now - self._at
             used = (cpu - self._cpu) / span
             could = min(self.available, 1.0, used + (idle - self._idle) / span)
+            quota_used = self._quota_usage()
             if self.quota is not None:
-                quota_used = self.quota.usage_s()
                 left = self.quota.cores - (quota_used - self._quota_used) / span
                 could = min(could, used + max(0.0, left))
                 self._quota_used = quota_used
@@ -88,12 +99,18 @@ class CgroupQuota:
     def find(cls, root: str | Path = "/sys/fs/cgroup",
              proc_cgroup: str | Path = "/proc/self/cgroup") -> CgroupQuota | None:
         """This process's quota (its cgroup's or the nearest parent's), or ``None`` when
-        none is set or the files cannot be read (then only the node's idle time counts)."""
+        none is set or the files cannot be read or parsed (then only the node's idle time
+        counts)."""
         try:
-            lines = Path(proc_cgroup).read_text().splitlines()
-        except OSError:
+            quota = cls._find(Path(root), Path(proc_cgroup).read_text().splitlines())
+            if quota is not None:
+                quota.usage_s()  # readable now, or no quota
+            return quota
+        except (OSError, ValueError):
             return None
-        root = Path(root)
+
+    @classmethod
+    def _find(cls, root: Path, lines: list[str]) -> CgroupQuota | None:
         v1: dict[str, str] = {}
         for line in lines:
             _, controllers, path = line.split(":", 2)

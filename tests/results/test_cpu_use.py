@@ -77,3 +77,22 @@ def test_a_container_that_used_its_quota_is_cpu_bound_though_the_host_is_idle():
     assert full.update() > 0.9  # nothing left in its quota: all it could have had
     assert room.update() < 0.5
     assert host_only.update() < 0.5  # what the gate read before: the host's idle cores
+
+
+def test_unreadable_or_odd_cgroup_files_never_fail_a_write(tmp_path):
+    """The gate is an optimisation: a quota it cannot read is no quota, never an error."""
+    assert CgroupQuota.find(tmp_path, _proc(tmp_path, "garbage without colons\n")) is None
+    root = tmp_path / "cg"
+    _write(root / "cgroup.controllers", "cpu\n")
+    _write(root / "cpu.max", "lots 100000\n")
+    assert CgroupQuota.find(root, _proc(tmp_path, "0::/\n")) is None
+    _write(root / "cpu.max", "100000 100000\n")
+    _write(root / "cpu.stat", "user_usec 1\n")  # no usage_usec
+    assert CgroupQuota.find(root, _proc(tmp_path, "0::/\n")) is None
+    _write(root / "cpu.stat", "usage_usec 1\n")
+    quota = CgroupQuota.find(root, _proc(tmp_path, "0::/\n"))
+    assert quota is not None and quota.cores == 1.0
+    use = CpuUse(window_s=0.05, idle_s=_two_idle_host_cores, quota=quota)
+    (root / "cpu.stat").unlink()  # the cgroup went away under a running worker
+    time.sleep(0.1)
+    assert use.update() < 0.5 and use.quota is None  # measured on the node's idle time alone
