@@ -6,7 +6,7 @@ from __future__ import annotations
 from edv_ray.report.compare_tables import pair_sentence
 from edv_ray.report.compare_units import ALL, fmt_cell, order_methods
 from edv_ray.report.method_facts import per_model_methods
-from edv_ray.report.stats import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS, NEAR_EDGE
+from edv_ray.report.stats import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS
 
 CURVES = {  # table name → (x axis key, plot title, x label); epoch comes from method_results
     "curve_epoch": (None, "Pass@1 vs epoch (mean of domain scores)", "epoch"),
@@ -19,7 +19,7 @@ CURVES = {  # table name → (x axis key, plot title, x label); epoch comes from
 AXIS_FIXED = {"group", "method", "runs", "n", "successes", "errors", "tasks", "max_per_task",
               "pass_at_1", "ci_lo", "ci_hi", "interval", "n_eff", "domains", "approve_rate",
               "p_approve_given_failed", "pooled_pass_at_1", "pooled_ci_lo", "pooled_ci_hi",
-              "pooled_interval", "pooled_n_eff", "interval_note", "pooled_interval_note"}
+              "pooled_interval", "pooled_n_eff"}
 
 
 def md_table(cols: list[str], rows: list[list]) -> str:
@@ -128,10 +128,7 @@ def _main_md(tables: dict, pngs: dict, n_boot: int) -> list[str]:
            "and task-clustered (Wilson at the effective sample size, episodes of one task "
            "correlated) when tasks repeat — shown by `(k tasks)`. `all (mean of domains)` is "
            "the mean of the domain scores (the paper's Avg.); `all (episode-pooled)` pools "
-           "every episode. `(conservative: k tasks near 0)`: fewer than "
-           f"{MIN_PAIRED_TASKS} tasks and a rate within {NEAR_EDGE} of 0 or 1 — there no "
-           "equal-tailed 95 % interval can cover less than 97.5 % (simulated: 97.4–98.1 %, "
-           "experiments/validation/README.md).", "", _wide(main, fmt_cell, pooled_all=True), ""] + _reward_md(tables)
+           "every episode.", "", _wide(main, fmt_cell, pooled_all=True), ""] + _reward_md(tables)
     base = next((r["baseline"] for r in main if r["baseline"]), None)
     if base and any(r["method"] != base for r in main):
         out += [f"### Difference to `{base}` (same run, same agent; pooled rows against pooled)",

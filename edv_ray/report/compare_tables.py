@@ -171,10 +171,8 @@ def pairs_table(s: Scored, n_boot: int = 10_000, seed: int = 0) -> list[dict]:
             row = {"domain": domain, "group": ga, "method": ma, "other_group": gb, "other": mb,
                    "name_run": len(s.groups) > 1 and ga == gb,  # the sentence names the run
                    "a": name(ga, ma), "b": name(gb, mb),
-                   "a_rate": fmt_rate(ca["pass_at_1"], ca["ci_lo"], ca["ci_hi"], ca["n"],
-                                      note=ca.get("interval_note")),
-                   "b_rate": fmt_rate(cb["pass_at_1"], cb["ci_lo"], cb["ci_hi"], cb["n"],
-                                      note=cb.get("interval_note")),
+                   "a_rate": fmt_rate(ca["pass_at_1"], ca["ci_lo"], ca["ci_hi"], ca["n"]),
+                   "b_rate": fmt_rate(cb["pass_at_1"], cb["ci_lo"], cb["ci_hi"], cb["n"]),
                    **diff_fields(d)}
             row["sentence"] = pair_sentence(row)
             rows.append(row)

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from edv_ray.config import ConfigError
 from edv_ray.report.method_facts import method_order, per_model_methods
-from edv_ray.report.stats import clustered_rate, interval_note
+from edv_ray.report.stats import clustered_rate
 
 ALL = "all"  # a pooled domain / agent
 POOL_IGNORES = ("seed",)  # axes that --pool pools over (runs equal but for these)
@@ -190,33 +190,32 @@ class Scored:
         out = {"n": pooled.n, "successes": pooled.successes, "errors": sum(v[2] for v in tc.values()),
                "tasks": len(keys), "max_per_task": max(n, default=0)}
         if domain != ALL:
-            return {**out, **_rate_fields(pooled, len(keys))}
+            return {**out, **_rate_fields(pooled)}
         per_domain = defaultdict(int)
         for (d, _), (_, m, _) in tc.items():
             per_domain[d] += m
         w = [1.0 / (len(per_domain) * per_domain[d]) for d, _ in keys]
         macro = clustered_rate(s, n, weights=w) if keys else pooled
-        return {**out, **_rate_fields(macro, len(keys)), "domains": len(per_domain),
-                **{f"pooled_{k}": v for k, v in _rate_fields(pooled, len(keys)).items()}}
+        return {**out, **_rate_fields(macro), "domains": len(per_domain),
+                **{f"pooled_{k}": v for k, v in _rate_fields(pooled).items()}}
 
 
-def _rate_fields(r, tasks: int) -> dict:
+def _rate_fields(r) -> dict:
     return {"pass_at_1": r.rate, "ci_lo": r.lo, "ci_hi": r.hi, "interval": r.method,
-            "n_eff": r.n_eff, "interval_note": interval_note(r.rate, tasks)}
+            "n_eff": r.n_eff}
 
 
-def fmt_rate(p, lo, hi, n, errors=None, tasks=None, note=None) -> str:
-    """``0.850 [0.640, 0.948] n=20`` (+ ``(12 tasks)`` when tasks repeat, + ``, 1 err``,
-    + the interval's ``note``: :func:`~edv_ray.report.stats.interval_note`) — how every
-    Pass@1 is printed."""
+def fmt_rate(p, lo, hi, n, errors=None, tasks=None) -> str:
+    """``0.850 [0.640, 0.948] n=20`` (+ ``(12 tasks)`` when tasks repeat, + ``, 1 err``) —
+    how every Pass@1 is printed."""
     if p is None:
         return f"– n={n}"
     t = f" ({tasks} tasks)" if tasks is not None and tasks != n else ""
     err = f", {errors} err" if errors is not None else ""
-    return f"{p:.3f} [{lo:.3f}, {hi:.3f}] n={n}{t}{err}" + (f" ({note})" if note else "")
+    return f"{p:.3f} [{lo:.3f}, {hi:.3f}] n={n}{t}{err}"
 
 
 def fmt_cell(c: dict, pooled: bool = False) -> str:
     pre = "pooled_" if pooled else ""
     return fmt_rate(c[f"{pre}pass_at_1"], c[f"{pre}ci_lo"], c[f"{pre}ci_hi"], c["n"],
-                    c["errors"], c["tasks"], c.get(f"{pre}interval_note"))
+                    c["errors"], c["tasks"])

@@ -7,8 +7,6 @@ Rates (one cell of a table):
   agents, epochs or runs of the same task are not independent); it is :func:`wilson`
   exactly when every task has one episode.
 - :func:`pass_hat_k` — τ²-bench's pass^k over tasks.
-- :func:`interval_note` — what compare prints next to a cell whose interval is known to
-  cover more than 95 % (few tasks near 0 or 1).
 
 Paired comparisons (two methods over the same tasks):
 - :func:`paired_t` — the difference and its cluster-robust t interval (the one compare
@@ -31,12 +29,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize
 from scipy import stats as sps
+
+from edv_ray.report import edge_tail
+from edv_ray.report.stats_planning import solve_detectable
 
 MIN_PAIRED_TASKS = 20  # below: no interval ("too few tasks"); the exact test is still given
 MIN_DIFFERING_TASKS = 5  # below: no interval ("too few tasks differ")
-NEAR_EDGE = 0.1  # a rate within this of 0 or 1 is "near the edge" (see interval_note)
 EXACT_GRID = 50_000_000  # the sign-flip test is exact while tasks × integer range stay below
 MC_FLIPS = 200_000  # else: seeded Monte Carlo sign flips
 
@@ -70,19 +69,22 @@ class Rate:
     method: str = "wilson"
 
 
-EFFECTIVE_DF_PER_TASK = 3  # degrees of freedom per informative task (see effective_df)
+CELL_DF_PER_TASK = 2  # degrees of freedom per informative task of a cell (see effective_df)
+PAIRED_DF_PER_TASK = 3  # ... of a paired difference
 
 
-def effective_df(df: int, informative: int) -> int:
+def effective_df(df: int, informative: int, per_task: int) -> int:
     """The degrees of freedom of a cluster-robust variance, cut to the effective number
-    of clusters: min(df, 3 · informative), at least 1. ``informative``: the tasks that
-    carry the variance (a cell near 0: the tasks with any success; a paired difference:
-    the tasks whose two scores differ). With few such tasks the variance estimate rests
-    on them, not on all G (Carter, Schnepel & Steigerwald 2017, "effective number of
-    clusters"; MacKinnon & Webb 2017 on few treated clusters). The factor 3 is set by the
-    simulation of :mod:`edv_ray.validation.coverage_designs` (2 over-covers 8-20 tasks,
-    6 leaves 16 tasks near 0 / 1 at 0.86-0.89)."""
-    return max(1, min(int(df), EFFECTIVE_DF_PER_TASK * int(informative)))
+    of clusters: min(df, per_task · informative), at least 1. ``informative``: the tasks
+    that carry the variance (a cell near 0: the tasks with any success; a paired
+    difference: the tasks whose two scores differ). With few such tasks the variance
+    estimate rests on them, not on all G (Carter, Schnepel & Steigerwald 2017, "effective
+    number of clusters"; MacKinnon & Webb 2017 on few treated clusters). The factors are
+    set by the simulation of :mod:`edv_ray.validation.coverage_designs`: a cell's 2 (3 left
+    16 tasks at 0.1 with Beta(0.1, 0.9) task rates at 0.90 once the edge tail was spent,
+    :mod:`edv_ray.report.edge_tail`), a paired difference's 3 (6 left 16 tasks near 0 / 1
+    at 0.86-0.89)."""
+    return max(1, min(int(df), int(per_task) * int(informative)))
 
 
 def _wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
@@ -132,12 +134,16 @@ def clustered_rate(successes: Sequence[int], episodes: Sequence[int],
     comes from G tasks, not n episodes; few tasks → wider), with the degrees of freedom
     cut to the effective number of clusters when few tasks carry the variance (see
     :func:`effective_df`; Carter, Schnepel & Steigerwald 2017): with 0 < p̂ < 1 the t
-    quantile uses min(G − 1, 3·k) degrees of freedom, k = the tasks on the rarer side (with
+    quantile uses min(G − 1, 2·k) degrees of freedom, k = the tasks on the rarer side (with
     a success when p̂ ≤ ½, with a failure otherwise). Without that cut a rate near 0 or 1
-    seen through 16 heterogeneous tasks covered only 0.86. With one episode per task and
-    equal weights this IS :func:`wilson`. Simulated coverage of the true rate (tasks ~
-    Beta(0.5, 0.5)): 0.956 at 20 tasks × 3, 0.949 at 50 × 5, 0.96 at 5 × 3
-    (tests/report/test_stats_coverage.py checks 1,000 experiments of each)."""
+    seen through 16 heterogeneous tasks covered only 0.86. The lower bound near 0 (the
+    upper near 1, whichever edge p̂ is nearer) spends the tail that cannot occur there
+    (:mod:`edv_ray.report.edge_tail`: where "no success at all" is over 2.5 % likely, it
+    is the one-sided 95 % bound; equal tails covered 0.974-0.981 with 8-16 tasks near
+    0 / 1). With one episode per task and equal weights this IS :func:`wilson`. Simulated
+    coverage: 0.939-0.971 in every design of
+    :mod:`edv_ray.validation.coverage_designs` (8-100 tasks, μ 0.05-0.95, Beta κ 1-2;
+    tests/report/test_stats_coverage.py and test_stats_hard_designs.py check some)."""
     y = np.asarray(successes, dtype=float)
     m = np.asarray(episodes, dtype=float)
     if y.shape != m.shape or (m < 0).any() or (y < 0).any() or (y > m).any():
@@ -163,7 +169,7 @@ def clustered_rate(successes: Sequence[int], episodes: Sequence[int],
         return Rate(s, n, p, 0.0, 1.0, g, 1.0, "task-clustered")
     else:  # Korn & Graubard's degrees-of-freedom adjustment: n_eff · (t_{n−1} / t_{G−1})²
         rare = int((y > 0).sum()) if p <= 0.5 else int((y < m).sum())
-        df = g - 1 if p <= 0.0 or p >= 1.0 else effective_df(g - 1, rare)
+        df = g - 1 if p <= 0.0 or p >= 1.0 else effective_df(g - 1, rare, CELL_DF_PER_TASK)
         z = z_value(confidence) * _t_ratio(df, n - 1, confidence)
     var = g / (g - 1) * float(((Y - p * W) ** 2).sum()) / float(W.sum()) ** 2 if g > 1 else 0.0
     if p <= 0.0 or p >= 1.0:
@@ -173,18 +179,22 @@ def clustered_rate(successes: Sequence[int], episodes: Sequence[int],
     else:
         n_eff = min(n_eps, max(n_tasks, p * (1 - p) / var))
     lo, hi = _wilson_bounds(p, n_eff, z)
+    if not (m == 1).all() and 0.0 < p < 1.0:
+        lo, hi = _spend_edge_tail(p, lo, hi, n_eff, n_eps, n_tasks, m,
+                                  z_value(2 * confidence - 1) * _t_ratio(df, n - 1, 2 * confidence - 1),
+                                  (1 - confidence) / 2)
     # one episode per task: Wilson (at the Kish effective n when weights differ)
     return Rate(s, n, p, lo, hi, g, n_eff, "wilson" if (m == 1).all() else "task-clustered")
 
 
-def interval_note(rate: float | None, tasks: int) -> str | None:
-    """The note compare prints next to a cell with fewer than :data:`MIN_PAIRED_TASKS` tasks
-    and a rate within :data:`NEAR_EDGE` of 0 or 1, else None: there no equal-tailed 95 %
-    interval can cover less than 0.975 (why: :mod:`edv_ray.validation.coverage_designs`;
-    :func:`clustered_rate` covers 0.974-0.981 there, in band from 20 tasks)."""
-    if rate is None or not 0 < tasks < MIN_PAIRED_TASKS or NEAR_EDGE < rate < 1 - NEAR_EDGE:
-        return None
-    return f"conservative: {tasks} tasks near {0 if rate <= 0.5 else 1}"
+def _spend_edge_tail(p, lo, hi, n_eff, n_eps, n_tasks, episodes, z_one, tail):
+    """``lo, hi`` with the bound at the far end from the edge p̂ is nearer (p̂ ≤ ½: the
+    lower bound) moved as :func:`edge_tail.lower_bound` says; the other bound stays."""
+    kappa = edge_tail.intra_task_kappa(n_eff, n_eps, n_tasks)
+    q, two = (p, lo) if p <= 0.5 else (1 - p, 1 - hi)
+    one = _wilson_bounds(q, n_eff, z_one)[0]
+    low = edge_tail.lower_bound(two, max(two, one), kappa, episodes, tail)
+    return (low, hi) if p <= 0.5 else (lo, 1 - low)
 
 
 def pass_hat_k(counts: Iterable[tuple[int, int]], k: int) -> tuple[float | None, int]:
@@ -285,7 +295,7 @@ def paired_t(d: Sequence[float], weights: Sequence[float] | None = None,
     if var <= 0.0:
         return est, est, est, float("inf")
     df_bm = var ** 2 / sum(v * v / f for v, f in zip(parts, dfs))
-    df = min(df_bm, float(effective_df(len(d) - 1, int((d != 0).sum()))))
+    df = min(df_bm, float(effective_df(len(d) - 1, int((d != 0).sum()), PAIRED_DF_PER_TASK)))
     half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(var)
     return est, est - half, est + half, df
 
@@ -337,22 +347,7 @@ def detectable_difference(d: Sequence[float], weights: Sequence[float] | None = 
     if not len(d):
         return None
     w = np.full(len(d), 1.0 / len(d)) if weights is None else np.asarray(weights, dtype=float)
-    return _detectable(float((w ** 2 * d ** 2).sum()), float((w ** 2).sum()), power, alpha)
-
-
-def _detectable(v0: float, sw2: float, power: float, alpha: float) -> float | None:
-    """Solve δ = z_{1−α/2}·√V₀ + z_power·√(V₀ − δ²·Σw²) for δ (see detectable_difference)."""
-    if v0 <= 0.0:
-        return None
-    za, zb = z_value(1 - alpha), float(sps.norm.ppf(power))
-    top = math.sqrt(v0 / sw2)  # the largest δ the spread allows (V₁ = 0)
-
-    def gap(delta):
-        return delta - za * math.sqrt(v0) - zb * math.sqrt(max(0.0, v0 - delta * delta * sw2))
-
-    if gap(top) < 0:
-        return None
-    return float(optimize.brentq(gap, 0.0, top, xtol=1e-10))
+    return solve_detectable(float((w ** 2 * d ** 2).sum()), float((w ** 2).sum()), power, alpha)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 
 import scipy.stats as sps
-
-from edv_ray.report.stats import _detectable, z_value
+from scipy import optimize
 
 
 def planned_detectable_difference(tasks: int, discordant_share: float, power: float = 0.8,
@@ -18,7 +17,7 @@ def planned_detectable_difference(tasks: int, discordant_share: float, power: fl
     not) is expected to differ. Same assumptions (normal approximation to McNemar)."""
     if tasks < 1 or not 0.0 < discordant_share <= 1.0:
         raise ValueError("need tasks >= 1 and 0 < discordant_share <= 1")
-    return _detectable(discordant_share / tasks, 1.0 / tasks, power, alpha)
+    return solve_detectable(discordant_share / tasks, 1.0 / tasks, power, alpha)
 
 
 def tasks_needed(delta: float, discordant_share: float, power: float = 0.8,
@@ -29,6 +28,22 @@ def tasks_needed(delta: float, discordant_share: float, power: float = 0.8,
     (Connor 1987). The inverse of :func:`planned_detectable_difference`."""
     if not 0.0 < abs(delta) <= discordant_share <= 1.0:
         raise ValueError("need 0 < |delta| <= discordant_share <= 1")
-    za, zb = z_value(1 - alpha), float(sps.norm.ppf(power))
+    za, zb = float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))
     psi, d2 = discordant_share, delta * delta
     return math.ceil((za * math.sqrt(psi) + zb * math.sqrt(psi - d2)) ** 2 / d2)
+
+
+def solve_detectable(v0: float, sw2: float, power: float, alpha: float) -> float | None:
+    """Solve δ = z_{1−α/2}·√V₀ + z_power·√(V₀ − δ²·Σw²) for δ (V₀ = Σ w²·d², ``sw2`` = Σ w²;
+    :func:`edv_ray.report.stats.detectable_difference`); None when no δ is detectable."""
+    if v0 <= 0.0:
+        return None
+    za, zb = float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))
+    top = math.sqrt(v0 / sw2)  # the largest δ the spread allows (V₁ = 0)
+
+    def gap(delta):
+        return delta - za * math.sqrt(v0) - zb * math.sqrt(max(0.0, v0 - delta * delta * sw2))
+
+    if gap(top) < 0:
+        return None
+    return float(optimize.brentq(gap, 0.0, top, xtol=1e-10))
