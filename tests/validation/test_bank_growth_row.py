@@ -32,3 +32,25 @@ def test_growth_row_passes_planted_sizes_and_fails_a_bank_that_never_grows():
     assert empty.ok is False
     doubled = _growth_row(3, ds, sizes([8, 16, 18], [8, 14, 16]), mc, 2000)  # votes ignored
     assert doubled.ok is False
+
+
+def test_the_full_epochs_world_plants_growth_above_zero():
+    """The epochs world at its full size: its own profile and design (the suite's Monte
+    Carlo, as row 5a· runs it) give the banks' growth a lower bound above 0, so a bank
+    that stops growing after the first epoch fails there; the median bank passes."""
+    from edv_ray.validation.suite import MC_REPS, expect_for
+    from edv_ray.validation.worlds import load_world
+
+    w = load_world("epochs", "full")
+    ex, e, reps = expect_for(w), w.config["edv"], MC_REPS["full"]
+    mc = {d: ex.edv_curve(d, ex.n_train(d), e, reps=reps, seed=i) for i, d in enumerate(ex.domains)}
+
+    def banks(epoch_of):
+        return {(d, x): int(np.median(mc[d]["bank_sizes"][:, epoch_of(x)]))
+                for d in ex.domains for x in range(e["epochs"])}
+
+    typical = _growth_row(e["epochs"], ex.domains, banks(lambda x: x), mc, reps)
+    assert typical.ok is True, (typical.planted, typical.measured)
+    stuck = _growth_row(e["epochs"], ex.domains, banks(lambda x: 0), mc, reps)  # never grows
+    assert stuck.ok is False and "growth 0" in stuck.measured
+    assert "growth [0," not in stuck.planted, stuck.planted
