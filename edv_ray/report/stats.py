@@ -179,7 +179,7 @@ def clustered_rate(successes: Sequence[int], episodes: Sequence[int],
     else:
         n_eff = min(n_eps, max(n_tasks, p * (1 - p) / var))
     lo, hi = _wilson_bounds(p, n_eff, z)
-    if not (m == 1).all() and 0.0 < p < 1.0:
+    if not (m == 1).all() and 0.0 < p < 1.0 and confidence > 0.5:  # one-sided: 2c − 1
         lo, hi = _spend_edge_tail(p, lo, hi, n_eff, n_eps, n_tasks, m,
                                   z_value(2 * confidence - 1) * _t_ratio(df, n - 1, 2 * confidence - 1),
                                   (1 - confidence) / 2)

@@ -70,3 +70,10 @@ def test_clustered_rate_far_from_the_edge_is_unchanged():
     n_eff = min(120.0, max(40.0, r.rate * (1 - r.rate) / v))
     z = 1.959964 * sps.t.ppf(0.975, 39) / sps.t.ppf(0.975, 119)
     assert (r.lo, r.hi) == tuple(pytest.approx(b, rel=1e-4) for b in _wilson_bounds(r.rate, n_eff, z))
+
+
+def test_a_confidence_of_one_half_or_less_spends_no_tail():
+    # the one-sided bound is at 2c − 1: from c ≤ ½ there is none to take (no error either)
+    r = clustered_rate([10, 10] + [0] * 14, [10] * 16, confidence=0.5)
+    wide = clustered_rate([10, 10] + [0] * 14, [10] * 16)
+    assert wide.lo <= r.lo <= r.rate <= r.hi <= wide.hi
