@@ -175,11 +175,20 @@ class RuntimeConfig(_Strict):
     workers: int = Field(default_factory=lambda: max(1, min(64, os.cpu_count() or 1)), ge=1, le=64)
     episode_timeout_s: float = Field(900.0, gt=0)
     trials: int = Field(1, ge=1)
+    # rollouts per (executor, training task) in construction — EDV's and Router's
+    # executions, ReasoningBank's training stream; None: ``trials``. With 1, ``trials``
+    # repeats the evaluation only (Pass@1 over trials of a memory built once)
+    construction_trials: int | None = Field(None, ge=1)
     ray_address: str | None = None  # None = start a local Ray; "auto" = join a cluster
     num_cpus: int | None = Field(None, ge=1)
     # a stage's first `concurrency` episodes start this far apart (later ones start as
     # slots free up): starting all at once makes their model calls come back in waves
     start_interval_s: float = Field(0.01, ge=0, le=10)
+
+    @property
+    def construction_rollouts(self) -> int:
+        """Rollouts per (executor, training task) in a construction stage."""
+        return self.construction_trials or self.trials
 
 
 class LLMConfig(_Strict):

@@ -28,7 +28,7 @@ def run(ctx, r: RouterConfig) -> None:
         plan = {(d, t.id): steps.draw_group(ctx.cfg, epoch, d, t.id, r.n_executors)
                 for d, ts in train.items() for t in ts}
         eids = steps.execute(ctx, stage="execute", method=NAME, epoch=epoch, plan=plan,
-                             tasks=train)
+                             tasks=train, trials=ctx.cfg.runtime.construction_rollouts)
         used += [e for pairs in eids.values() for _a, e in pairs]
     done = finished_attempts(ctx.run_dir, "execute")
     errored = [e for e in used if done.get(e, (0, "error"))[1] != "ok"]

@@ -22,7 +22,10 @@ registered with a section of its own, e.g. ``edv_blind``'s subclass, is not mode
 
 Assumptions, stated: memory is at steady state (a full bank, every retrieved item of the
 task's own type), construction runs at base rates (no memory in the runs distilled);
-ReasoningBank without MaTTS; other methods are not modelled (named in the output).
+ReasoningBank without MaTTS; one construction rollout per executor and training task
+(EDV and ReasoningBank are not modelled when ``runtime.construction_rollouts`` > 1: their
+groups and entries then hold several runs each); other methods are not modelled (named
+in the output).
 :mod:`edv_ray.simulation.oracle` gives the same planted numbers per decision; the
 validation suite measures them through real runs.
 """
@@ -91,6 +94,8 @@ class Profile:
         models = {NoMemoryConfig: self.no_memory, RouterConfig: self.router,
                   JudgeConfig: self.judge, EDVConfig: self.edv,
                   ReasoningBankConfig: self.reasoning_bank}
+        if self.cfg.runtime.construction_rollouts > 1:  # the models draw one run per executor
+            models.pop(EDVConfig), models.pop(ReasoningBankConfig)
         modelled, left = [], []
         for name in self.cfg.method_names():
             section = self.cfg.section(name)

@@ -61,6 +61,11 @@ def old_config(cfg: dict, url: str) -> dict:
     cfg.get("edv", {}).pop("retrieval_scope", None)
     cfg.get("reasoning_bank", {}).pop("eval_after_each_epoch", None)
     cfg.get("benchmark", {}).pop("task_type_key", None)
+    rt = cfg.get("runtime", {})
+    if rt.pop("construction_trials", None) not in (None, rt.get("trials", 1)):
+        # the old code ran `trials` rollouts in construction too: not the world's design
+        raise ValueError("legacy: the old code cannot run a world whose construction "
+                         "rollouts differ from its trials")
     return cfg
 
 

@@ -158,4 +158,8 @@ def load_world(name: str, size: str, output_dir: str | Path | None = None,
         cfg["models"]["sim"]["simulation"]["seed"] = seed
     if output_dir is not None:
         cfg["output_dir"] = str(output_dir)
-    return World(name, size, cfg, meta)
+    world = World(name, size, cfg, meta)
+    if (n := world.run_config().runtime.construction_rollouts) != 1:
+        raise ConfigError(f"validation world {name}: construction runs {n} rollouts per executor "
+                          "and task; the planted values model one (runtime.construction_trials: 1)")
+    return world

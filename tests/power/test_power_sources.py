@@ -94,6 +94,21 @@ def test_a_method_is_modelled_by_its_section_class(tmp_path):
     assert [m.name for m in modelled] == ["no_memory", "edv"] and left == ["edv_blind"]
 
 
+def test_memory_built_from_several_rollouts_is_not_modelled(tmp_path):
+    """With trials 3, construction runs three rollouts per executor unless
+    construction_trials says one: the EDV / RB models draw one, so they are left out."""
+    path = sim_config(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["runtime"] = {"trials": 3}
+    path.write_text(yaml.safe_dump(raw))
+    _m, left = Profile(load_config(path)).methods(["x"])
+    assert left == ["reasoning_bank", "edv"]
+    raw["runtime"]["construction_trials"] = 1
+    path.write_text(yaml.safe_dump(raw))
+    modelled, left = Profile(load_config(path)).methods(["x"])
+    assert left == [] and len(modelled) == 5
+
+
 def test_default_comparisons_follow_the_report_order():
     """No ``--compare``: the method last in report order against every other (A − B =
     later − earlier); a contaminated condition's label is never the lead."""

@@ -80,3 +80,29 @@ def test_mmtb_fixture_no_memory_and_router(ray_session, tmp_path):
     assert _episodes_match_the_plan(cfg, run_dir) >= 2 * 2 * 3  # 2 dialogues × 2 executors × 3 trials
     res = connect(run_dir).execute("SELECT count(*) FROM method_results WHERE method = 'router'").fetchone()
     assert res == (2 * 3,)
+
+
+@pytest.mark.slow
+def test_construction_trials_repeat_only_the_evaluation(ray_session, tmp_path):
+    """``construction_trials: 1`` with ``trials: 2``: each executor runs a training task
+    once (EDV's and Router's executions, ReasoningBank's training stream; RB's entry
+    holds one rollout's items) and every test episode runs twice."""
+    bench = {"name": "tau2", "domains": ["mock"], "split": "all", "num_tasks": None,
+             "task_ids": ["update_task_with_initialization_actions"],
+             "train_split": "all", "num_train_tasks": None,
+             "train_task_ids": ["create_task_1", "update_task_1", "impossible_task_1"]}
+    cfg = _example(tmp_path, benchmark=bench, method=["edv", "router", "reasoning_bank"])
+    cfg["runtime"].update(trials=2, construction_trials=1)
+    cfg, run_dir, result = _run(cfg)
+    assert result.complete, (result.errors, result.unfinished)
+    con = connect(run_dir)
+    trials = dict(con.execute("SELECT stage, list(DISTINCT trial ORDER BY trial) FROM episodes "
+                              "GROUP BY stage").fetchall())
+    assert trials["execute"] == [0] and trials["rb_execute"] == [0], trials
+    assert trials["infer"] == [0, 1] and trials["rb_infer"] == [0, 1], trials
+    # one rollout per (executor, training task): an RB entry learned from one episode
+    per_entry = con.execute("SELECT min(len(episode_ids)), max(len(episode_ids)) FROM rb_entries "
+                            "WHERE stage = 'rb_execute'").fetchone()
+    assert per_entry == (1, 1)
+    res = dict(con.execute("SELECT method, count(*) FROM method_results GROUP BY 1").fetchall())
+    assert res["router"] == 2 and res["edv"] == 2  # one test task × 2 trials

@@ -44,7 +44,7 @@ def run_epoch(ctx, e: EDVConfig, bank: MemoryBank, epoch: int, train: dict[str, 
         ctx, stage="execute", method=me, epoch=epoch, tasks=train,
         plan={key: r.group for key, r in roles.items()},
         memory=construction_memory(ctx, e, epoch, inst),
-        label=f"{me} epoch {epoch} execute")
+        trials=cfg.runtime.construction_rollouts, label=f"{me} epoch {epoch} execute")
     # ---- Distill (only tasks whose whole group finished) ------------------------------
     done = finished_attempts(ctx.run_dir, "execute")
     complete = {key for key, eids in group_eids.items()

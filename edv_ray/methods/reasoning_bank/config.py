@@ -2,10 +2,11 @@
 
 Units: ``retrieval_k`` counts distinct *past tasks* (the paper's k, default 1), and every
 item of each such task is injected — up to ``items_per_task`` per rollout learned from
-(``runtime.trials`` rollouts are each extracted; MaTTS parallel gives one self-contrast
-set). EDV's ``retrieval_k`` counts *items*. ``max_injected`` caps the items one episode
-receives (the most similar task's items first), so a sweep can pair the two methods on
-items injected; the report's ``items_injected`` table gives what each episode got."""
+(each rollout is extracted: ``runtime.construction_rollouts`` on the training stream,
+``runtime.trials`` on the test stream; MaTTS parallel gives one self-contrast set). EDV's
+``retrieval_k`` counts *items*. ``max_injected`` caps the items one episode receives (the
+most similar task's items first), so a sweep can pair the two methods on items injected;
+the report's ``items_injected`` table gives what each episode got."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 One job per (agent, task, epoch): the same model as the agent judges each rollout at
 temperature 0 from the record alone (no reward), then extracts at most ``max_items``
-items from *each* rollout (``runtime.trials`` > 1: every rollout, each item keeping the
+items from *each* rollout (several on the stream: every rollout, each item keeping the
 episode it came from) — strategies from a judged success, lessons from a judged
 failure; with MaTTS parallel, one self-contrast extraction over all rollouts (≤ 5 items)
 and a best-of-k pick by the same model. An item's description must be one sentence.

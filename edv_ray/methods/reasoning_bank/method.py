@@ -57,7 +57,9 @@ def stream(ctx, rb: ReasoningBankConfig, tasks: dict[str, list], stage: str, epo
     from edv_ray.methods.reasoning_bank.learn import RBLearnJob
 
     cfg, agents = ctx.cfg, ctx.cfg.executor_names()
-    k = rb.matts_k if rb.matts == "parallel" else cfg.runtime.trials
+    # the training stream is construction; the test stream (RB's own setting) evaluates
+    rollouts = cfg.runtime.construction_rollouts if stage == EXECUTE else cfg.runtime.trials
+    k = rb.matts_k if rb.matts == "parallel" else rollouts
     ordered = [(d, t) for d, ts in tasks.items() for t in ts]
     for i, (domain, task) in enumerate(ordered, 1):
         seq = epoch * SEQ_EPOCH + i
