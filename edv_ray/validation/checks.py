@@ -69,14 +69,20 @@ class Row:
         self.detects = None if self.detects is None else float(self.detects)
 
     @property
+    def relative(self) -> float | None:
+        """The detectable bias relative to the planted value, where that is a rate or
+        effect away from 0 (a relative figure near 0 says nothing): None otherwise."""
+        planted = self.figures.get("planted")
+        if self.detects is None or not isinstance(planted, (int, float)) or abs(planted) < 0.05:
+            return None
+        return self.detects / abs(planted)
+
+    @property
     def sensitivity(self) -> str:
-        """``±0.085 (17 %)``: the detectable bias, and relative to the planted value when
-        that is a rate or effect away from 0 (a relative figure near 0 says nothing)."""
+        """``±0.085 (17 %)``: the detectable bias, and relative to the planted value."""
         if self.detects is None:
             return "—"
-        planted = self.figures.get("planted")
-        rel = (f" ({self.detects / abs(planted):.0%})" if isinstance(planted, (int, float))
-               and abs(planted) >= 0.05 else "")
+        rel = f" ({self.relative:.0%})" if self.relative is not None else ""
         return f"±{self.detects:.3f}{rel}"
 
     @property
@@ -210,3 +216,21 @@ def range_row(check: str, cells: list[tuple[str, Any, float | None]], detail: st
                                      if missed else "") if x),
                {"cells": [{"label": lab, "planted": mu, "lo": lo, "hi": hi, "measured": m}
                           for lab, (lo, hi), mu, m in got]})
+
+
+def sensitivity_summary(rows: list[Row], target: float = 0.20) -> str:
+    """Which rows detect a ``target`` relative bias with 80 % power at this size, and for
+    the others the factor of data (tasks × trials) they would need: (relative / target)²,
+    the detectable bias shrinking as 1/√n. Rows planted near 0 state an absolute bias."""
+    rel = [(r.check.split(" ")[0], r.relative) for r in rows if r.relative is not None]
+    met = [c for c, x in rel if x <= target]
+    short = [f"{c} ×{(x / target) ** 2:.1f}" for c, x in sorted(rel, key=lambda cx: cx[1]) if x > target]
+    absolute = [f"{r.check.split(' ')[0]} ±{r.detects:.3f}" for r in rows
+                if r.detects is not None and r.relative is None]
+    out = (f"sensitivity: {len(met)} of {len(rel)} rows detect a {target * 100:.0f} % relative bias "
+           f"with 80 % power" + (f" ({', '.join(met)})" if met else ""))
+    if short:
+        out += f"; the others need this much more data: {', '.join(short)}"
+    if absolute:
+        out += f"; planted near 0 (absolute): {', '.join(absolute)}"
+    return out

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from edv_ray.validation import check_main as M
 from edv_ray.validation import check_pools as P
-from edv_ray.validation.checks import Row, engine_row, validity_row
+from edv_ray.validation.checks import Row, engine_row, sensitivity_summary, validity_row
 from edv_ray.validation.coverage import framework_coverage, planted_coverage
 from edv_ray.validation.expect import Expect
 from edv_ray.validation.measure import Run
@@ -129,6 +129,7 @@ def print_table(rows: list[Row], console: Console) -> None:
     for r in rows:
         if r.detail:
             console.print(f"[dim]{r.check.split(' ')[0]}: {r.detail}[/]")
+    console.print(f"[dim]{sensitivity_summary(rows)}[/]")
     failed = [r.check for r in rows if r.ok is False]
     console.print(f"[bold]{sum(r.ok is True for r in rows)} passed, {len(failed)} failed[/]"
                   + (f": {', '.join(failed)}" if failed else ""))
@@ -139,4 +140,4 @@ def markdown(rows: list[Row]) -> str:
            "|---|---|---|---|---|"]
     out += [f"| {r.check} | {r.planted} | {r.measured} | {r.verdict} | {r.sensitivity} |"
             for r in rows]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n" + sensitivity_summary(rows) + "\n"

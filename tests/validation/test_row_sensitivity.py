@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from edv_ray.report.stats import clustered_rate
-from edv_ray.validation.checks import Row, detectable, rate_row
+from edv_ray.validation.checks import Row, detectable, rate_row, sensitivity_summary
 
 
 def test_a_bias_of_the_stated_size_fails_the_verdict_80_percent_of_the_time():
@@ -35,3 +35,14 @@ def test_the_sensitivity_is_printed_absolute_and_relative():
     assert Row("x", "0", "m", None).sensitivity == "—"
     # wider intervals (more cells in the row: a stricter level) detect only larger biases
     assert detectable(0.4, 0.6, cells=4) > detectable(0.4, 0.6) > detectable(0.45, 0.55)
+
+
+def test_the_summary_names_the_rows_that_meet_20_percent_and_what_the_others_need():
+    rows = [Row("1c Router", "", "", True, figures={"planted": 0.85}, detects=0.148),  # 17 %
+            Row("4d drop", "", "", True, figures={"planted": 0.12}, detects=0.06),  # 50 %: ×6.25
+            Row("3b null", "", "", True, figures={"planted": 0.0}, detects=0.2),
+            Row("2f· votes", "", "", True)]
+    s = sensitivity_summary(rows)
+    assert s.startswith("sensitivity: 1 of 2 rows detect a 20 % relative bias with 80 % power (1c)")
+    assert "need this much more data: 4d ×6.2" in s and "planted near 0 (absolute): 3b ±0.200" in s
+    assert "2f·" not in s
