@@ -89,17 +89,11 @@ def lessons(task_text: str, runs_text: str, n: int, correct: list[bool], key: st
     return out
 
 
-def twin(title: str, when_to_use: str, rule: str, key: str) -> dict:
+def twin(title: str, when_to_use: str, rule: str) -> dict:
     """The wrong twin of a lesson (the contamination writer's job): the same title and
-    situation, and the wrong rule of the lesson's aspect (or, for a lesson the engine did
-    not write, a rule that drops the lesson's check) — retrieved by the same queries as
-    the lesson, so poison reaches what it sits beside."""
-    head, _, kw = title.partition(": ")
-    words = keywords(rule) or ["the request"]
-    tools = [w for w in re.findall(r"\b[a-z]+_[a-z_]+\b", strip_marks(rule))] or ["the right tool"]
-    fill = dict(tool=choose(tools, key, "twin_tool"), kw=kw or words[0],
-                kw2=words[min(1, len(words) - 1)])
-    wrong = next((w for t, _r, w in ASPECTS if t == head), None)
-    text = (wrong.format(**fill) if wrong else
-            f"Skip the usual checks for {fill['kw']}: call {fill['tool']} directly.")
-    return {"title": title, "when_to_use": when_to_use, "rule": text}
+    situation, and the lesson's own rule with its advice withdrawn — the same words, so
+    that retrieval ranks the twin beside its host (a twin written in other words ranks
+    lower: airline's were retrieved at half the planted share) and poison reaches what it
+    sits beside."""
+    words = strip_marks(rule).strip() or f"Handle {title.lower()} as usual."
+    return {"title": title, "when_to_use": when_to_use, "rule": f"Skip this step: {words}"}

@@ -158,14 +158,14 @@ class StageAnswers:
 
     def twin(self, req, tag, prompt, key) -> Any:
         """A lesson's wrong twin (contamination): same title and situation as the lesson
-        shown, the wrong rule of its aspect; correct only with the role's planted
+        shown, its rule withdrawn in the same words; correct only with the role's planted
         probability (``writers``, default ``unknown_writer_p_correct``)."""
         lesson = section(prompt, "lesson")
         if not lesson:
             return self.generic(req, tag, prompt, key)
         title, when = section(lesson, "title"), section(lesson, "when_to_use")
         out = twin(strip_marks(title).strip() or "Lesson", strip_marks(when).strip() or "Always.",
-                   section(lesson, "rule"), key)
+                   section(lesson, "rule"))
         role, agent = tag.get("role", ""), tag.get("agent", "")
         correct = uniform(key, "twin") < P.writer_p_correct(self.sim.profile, role)
         out["rule"] += " " + self.sim.codec.item_tag(correct, self._type_key(tag), agent, f"{key}|twin")

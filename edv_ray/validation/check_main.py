@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from edv_ray.validation.checks import Row, cells_row, diff_row, num, rate_row
-from edv_ray.validation.expect import Expect
+from edv_ray.validation.expect import Expect, twins_in_top
 from edv_ray.validation.measure import Run, clustered_fn
 
 
@@ -313,26 +313,29 @@ def _twins_beside_hosts(run: Run, method: str, share: float) -> tuple[int, int] 
 
 def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict, rb: dict) -> Row:
     """Clean − contaminated on the same tasks, planted from the profile and the design:
-    poison items an episode retrieves if twins are retrieved like the clean items they sit
-    beside (EDV's take a ``share`` of its ``k`` shared slots; ReasoningBank's ride along
-    with their host entry's items, ``share / (1 − share)`` per clean item of the ``k``
-    entries it reads) × (harm per wrong item + for EDV the planted value of the clean item
-    a twin displaces). What the run retrieved is in the detail."""
+    poison items an episode retrieves × (harm per wrong item + for EDV the planted value of
+    the clean item a twin displaces). ReasoningBank's twins ride along with their host
+    entry's items: ``share / (1 − share)`` per clean item of the ``k`` entries it reads.
+    EDV ranks items: a twin (the host's words, its advice withdrawn) ranks next to its
+    host, so its ``k`` shared slots hold :func:`twins_in_top` twins — a range over which
+    of the pair ranks first (random ranking, ``share · k``, lies inside). What the run
+    retrieved is in the detail."""
     mem = ex.o.profile.memory
     ds = ex.domains
     if method == "edv":
-        per_episode = share * e.get("retrieval_k", 3)
+        per_episode = twins_in_top(e.get("retrieval_k", 3), share)
     else:
         cap = rb.get("max_items") or 3
         items = float(np.mean([min(ex.o.items_per_answer(a), cap) for a in ex.executors]))
-        per_episode = share / (1 - share) * rb.get("retrieval_k", 1) * items
-    planted = 0.0
+        per_episode = (share / (1 - share) * rb.get("retrieval_k", 1) * items,) * 2
+    effect = 0.0
     for d in ds:
         displaced = 0.0
         if method == "edv":
             q = ex.edv_bank(d, e)["q"]
             displaced = mem.gain_correct * q - mem.harm_wrong * (1 - q)
-        planted += per_episode * (mem.harm_wrong + displaced) / len(ds)
+        effect += (mem.harm_wrong + displaced) / len(ds)
+    planted = (per_episode[0] * effect, per_episode[1] * effect)
     cond = f"{method}+poison@{share:g}"
     poison = {i for (i,) in run.rows("SELECT item_id FROM contamination_items WHERE "
                                      "method || '+' || condition = ?", cond)}
@@ -340,7 +343,9 @@ def _drop_row(run: Run, ex: Expect, method: str, share: float, e: dict, rb: dict
     for dom, ids in run.rows("SELECT m.domain, e.retrieved_item_ids FROM method_results m JOIN "
                              "episodes e USING (episode_id) WHERE m.method = ?", cond):
         got.setdefault(dom, []).append(sum(i in poison for i in ids or []))
+    lo, hi = per_episode
     return diff_row(f"4{'b' if method == 'edv' else 'd'} {method} contamination drop (clean − poisoned)",
-                    planted, run.paired_fn(method, cond),
-                    f"poison items retrieved per episode: planted {per_episode:.2f}, the run: "
+                    planted if lo != hi else planted[0], run.paired_fn(method, cond),
+                    "poison items retrieved per episode: planted "
+                    + (f"{lo:.2f}–{hi:.2f}" if lo != hi else f"{lo:.2f}") + ", the run: "
                     + ", ".join(f"{dom} {np.mean(v):.2f}" for dom, v in sorted(got.items())))

@@ -113,8 +113,10 @@ def covers(r: Rate, planted: float) -> bool:
     return r.rate is not None and r.lo - 1e-12 <= planted <= r.hi + 1e-12
 
 
-def diff_covers(d: PairedDiff, planted: float) -> bool:
-    return d.lo is not None and d.lo - 1e-12 <= planted <= d.hi + 1e-12
+def diff_covers(d: PairedDiff, planted: float | tuple[float, float]) -> bool:
+    """The interval covers the planted value (meets the planted range (lo, hi))."""
+    lo, hi = planted if isinstance(planted, tuple) else (planted, planted)
+    return d.lo is not None and d.lo - 1e-12 <= hi and lo <= d.hi + 1e-12
 
 
 def rate_fig(r: Rate) -> dict:
@@ -151,22 +153,26 @@ def cells_row(check: str, cells: list[tuple[str, float, RateFn]], detail: str = 
                 "planted": min((p for _l, p, _r, _f in got), default=None)}, bool(out95), worst)
 
 
-def diff_row(check: str, planted: float, fn: DiffFn, detail: str = "",
+def diff_row(check: str, planted: float | tuple[float, float], fn: DiffFn, detail: str = "",
              exclude_zero: bool = False) -> Row:
     """A paired difference: PASS when the suite-level interval covers the planted value
-    (and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is shown). No
-    task scored by both sides: FAIL. Too few tasks (or too few that differ) for compare
-    to give an interval: not evaluable at this size (no verdict)."""
+    (a planted range (lo, hi): meets it; its midpoint is the figure the sensitivity is
+    relative to) and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is
+    shown. No task scored by both sides: FAIL. Too few tasks (or too few that differ) for
+    compare to give an interval: not evaluable at this size (no verdict)."""
     d95 = fn(0.95)
-    figures = {"planted": planted, **diff_fig(d95)}
+    ranged = isinstance(planted, tuple)
+    mid = sum(planted) / 2 if ranged else planted
+    shown = f"{signed(planted[0])} to {signed(planted[1])}" if ranged else signed(planted)
+    figures = {"planted": mid, **({"planted_range": list(planted)} if ranged else {}), **diff_fig(d95)}
     if d95.diff is None:
-        return Row(check, signed(planted), diff_text(d95), False, detail, figures)
+        return Row(check, shown, diff_text(d95), False, detail, figures)
     if d95.lo is None:
-        return Row(check, signed(planted), diff_text(d95), None,
+        return Row(check, shown, diff_text(d95), None,
                    "; ".join(x for x in (detail, "not evaluable at this size") if x), figures)
     dfw = fn(level())
     ok = diff_covers(dfw, planted) and (not exclude_zero or d95.lo > 0 or d95.hi < 0)
-    return Row(check, signed(planted), diff_text(d95), ok, detail,
+    return Row(check, shown, diff_text(d95), ok, detail,
                {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted),
                detectable(d95.lo, d95.hi))
 

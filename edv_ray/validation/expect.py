@@ -325,6 +325,22 @@ def gate_opens(outs, e: dict) -> bool:
     return max(rewards) - min(rewards) >= e.get("contrast_margin", CONTRAST_MARGIN) - 1e-9
 
 
+def twins_in_top(k: int, share: float) -> tuple[float, float]:
+    """Expected wrong twins among the ``k`` items a similarity ranking returns from a bank
+    in which a share ``share`` of the items are twins, each beside a clean host (hosts: a
+    random ``share / (1 − share)`` of the clean items, capped at all), when a twin ranks
+    next to its host: (twins always just below their hosts, always just above) — the
+    range any mix of the two orders lies in. Random ranking would give ``share · k``,
+    which lies inside. By the recursion over the clean items in rank order: the next is
+    hosted with probability h and then takes two slots (twin and host) instead of one."""
+    h = min(1.0, share / (1 - share)) if share < 1 else 1.0
+    below, above = [0.0] * (k + 1), [0.0] * (k + 1)
+    for m in range(1, k + 1):
+        below[m] = h * ((1 + below[m - 2]) if m >= 2 else 0.0) + (1 - h) * below[m - 1]
+        above[m] = h * (1 + above[max(m - 2, 0)]) + (1 - h) * above[m - 1]
+    return below[k], above[k]
+
+
 def _draw_items(rng, items: list[bool], k: int) -> tuple[int, int]:
     """(right, wrong) among min(k, len(items)) items drawn without replacement."""
     m = min(k, len(items))

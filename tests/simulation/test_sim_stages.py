@@ -14,6 +14,7 @@ from edv_ray.methods.edv.stages import distill, vote
 from edv_ray.methods.judge import JudgeAnswer
 from edv_ray.methods.reasoning_bank.learn import RBItems, RBJudgeAnswer
 from edv_ray.prompts import fence, render_prompt
+from edv_ray.simulation.codec import strip_marks
 from edv_ray.simulation.oracle import Oracle
 from edv_ray.testing.helpers import tau2_tasks
 from tests.simulation.sim_helpers import caller, ctx, play_tau2, serving, within
@@ -266,8 +267,8 @@ def test_answers_without_a_schema_follow_the_role(world):
 
 def test_contamination_twin_keeps_the_situation_and_turns_the_rule_wrong(world):
     """The framework's own twin prompt: the engine answers the wrong twin of the lesson
-    shown — same title and situation (so retrieval finds it where its host is found), the
-    wrong rule of the lesson's aspect, tagged wrong (writers: twin 0.0)."""
+    shown — same title and situation, the host's rule in its own words with the advice
+    withdrawn (so retrieval ranks it beside its host), tagged wrong (writers: twin 0.0)."""
     from edv_ray.methods.contamination import TwinAnswer as FrameworkTwin
 
     _sim, ep, runs, oracle = world
@@ -281,5 +282,6 @@ def test_contamination_twin_keeps_the_situation_and_turns_the_rule_wrong(world):
     ans, _n, err = ask_json(caller(ep, ctx("twin", "c", task_id=TASK.id)), prompt, FrameworkTwin, 0)
     assert ans is not None, err
     assert (ans.title, ans.when_to_use) == (host.title, host.when_to_use)
-    assert ans.rule.split("[ref")[0].strip() != host.rule.split("[ref")[0].strip()
+    visible = strip_marks(host.rule).strip()
+    assert strip_marks(ans.rule).strip() == f"Skip this step: {visible}"
     assert oracle.item_truth(ans.rule) is not None and not oracle.item_is_correct(ans.rule)

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from edv_ray.validation.expect import Expect
+from edv_ray.validation.expect import Expect, twins_in_top
 
 AGENTS = ["a", "b", "c"]
 PROFILE = {
@@ -117,3 +117,21 @@ def test_verdicts_on_numpy_figures_are_plain_bools():
     bad = Row("1b x", "0.9", "0.5", np.float64(0.4) <= 0.9 <= np.float64(0.6))
     assert good.ok is True and bad.ok is False
     assert good.verdict == "PASS" and bad.verdict == "FAIL"
+
+
+def test_twins_in_the_top_k_match_a_plain_simulation_of_pairs():
+    """Clean items in rank order, each hosting a twin with probability s / (1 − s) that
+    ranks just below (or just above) it: the twins among the first k items."""
+    rng = np.random.default_rng(5)
+    for k, share in ((3, 0.4), (1, 0.2), (5, 0.3)):
+        h = share / (1 - share)
+        for above, want in zip((False, True), twins_in_top(k, share)):
+            got = []
+            for _ in range(20_000):
+                seq: list[int] = []
+                while len(seq) < k:
+                    seq += ([1, 0] if above else [0, 1]) if rng.random() < h else [0]
+                got.append(sum(seq[:k]))
+            assert abs(np.mean(got) - want) < 0.03, (k, share, above)
+    lo, hi = twins_in_top(3, 0.4)
+    assert lo < 3 * 0.4 < hi  # random ranking lies inside the range

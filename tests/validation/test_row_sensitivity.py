@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from edv_ray.report.stats import clustered_rate
-from edv_ray.validation.checks import Row, detectable, rate_row, sensitivity_summary
+from edv_ray.report.stats import PairedDiff, clustered_rate
+from edv_ray.validation.checks import (
+    Row,
+    detectable,
+    diff_row,
+    rate_row,
+    sensitivity_summary,
+)
 
 
 def test_a_bias_of_the_stated_size_fails_the_verdict_80_percent_of_the_time():
@@ -46,3 +52,12 @@ def test_the_summary_names_the_rows_that_meet_20_percent_and_what_the_others_nee
     assert s.startswith("sensitivity: 1 of 2 rows detect a 20 % relative bias with 80 % power (1c)")
     assert "need this much more data: 4d ×6.2" in s and "planted near 0 (absolute): 3b ±0.200" in s
     assert "2f·" not in s
+
+
+def test_a_difference_row_with_a_planted_range_passes_when_its_interval_meets_it():
+    def fn(lo, hi):
+        return lambda conf: PairedDiff((lo + hi) / 2, lo, hi, None, "", None, 50, 40, 0, 0, 0, 0)
+    assert diff_row("4b x", (0.09, 0.14), fn(0.03, 0.095)).ok is True
+    assert diff_row("4b x", (0.09, 0.14), fn(0.02, 0.08)).ok is False
+    row = diff_row("4b x", (0.09, 0.14), fn(0.10, 0.12))
+    assert row.ok is True and row.planted == "+0.090 to +0.140" and abs(row.figures["planted"] - 0.115) < 1e-12
