@@ -95,7 +95,8 @@ class Profile:
                   JudgeConfig: self.judge, EDVConfig: self.edv,
                   ReasoningBankConfig: self.reasoning_bank}
         if self.cfg.runtime.construction_rollouts > 1:  # the models draw one run per executor
-            models.pop(EDVConfig), models.pop(ReasoningBankConfig)
+            for section in (EDVConfig, ReasoningBankConfig):
+                del models[section]
         modelled, left = [], []
         for name in self.cfg.method_names():
             section = self.cfg.section(name)
