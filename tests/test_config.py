@@ -93,7 +93,7 @@ def test_console_script_is_installed_and_reports_errors(tmp_path):
     assert proc.returncode == 2 and "not a run folder" in proc.stderr
 
 
-def test_shipped_configs_validate():
+def test_shipped_configs_validate(tmp_path):
     from pathlib import Path
 
     cfg = default_config()
@@ -109,7 +109,7 @@ def test_shipped_configs_validate():
         if path.parent == WORLDS_DIR:  # validation worlds: run configs once given a size
             if path.stem != "base":
                 for size in read_yaml(path)["validation"]["sizes"]:
-                    load_config_dict(load_world(path.stem, size).config)
+                    load_config_dict(load_world(path.stem, size, tmp_path).config)
                     worlds += 1
         elif path.parent.name == "sweeps":
             _sweep, variants = load_sweep(path)

@@ -36,7 +36,28 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
                 "P(the matrix ranks the planted best first | its attempts, ties counted as "
                 "misses): " + ", ".join(f"{d} {p:.3f}" for d, p in p_pick.items()),
                 {"planted": planted, "picks": picks, "p_correct_pick": p_pick})]
-    # the Ability Matrix: Router's construction executions, per (agent, type), by task
+    rows.append(matrix_row(run, ex, matrix))
+    rows.append(cells_row("1c Router Pass@1 per type = planted per-type maximum",
+                          [(d, ex.best(d)[1], run.cell_fn("router", d)) for d in ds]))
+    rows.append(cells_row("1d No-Memory Pass@1 per agent and type = planted",
+                          [(f"{a}/{d}", ex.p(a, d), run.cell_fn("no_memory", d, agent=a))
+                           for a in ex.executors for d in ds]))
+    if "judge" in run.methods() and judge:
+        rows.append(cells_row("1e Judge Pass@1 per type = planted (closed form)",
+                              [(d, ex.judge(judge, d), run.cell_fn("judge", d)) for d in ds],
+                              f"judge {judge}"))
+        rows.append(_judge_pick_row(run, ex, judge))
+    return rows
+
+
+def matrix_row(run: Run, ex: Expect, matrix: list[tuple] | None = None) -> Row:
+    """The Ability Matrix's cells: Router's construction executions per (agent, type),
+    clustered by task, against the planted rates; the stored matrix must hold the same
+    counts."""
+    if matrix is None:
+        matrix = run.rows("SELECT key, agent, attempts, successes FROM routing_matrix "
+                          "WHERE method = 'router' AND level = 'task_type'")
+    ds = ex.domains
     per = run.rows("SELECT agent, task_type, domain, task_id, count(*) FILTER (WHERE success), "
                    "count(*) FROM method_episodes WHERE used_by = 'router' AND stage = 'execute' "
                    "GROUP BY ALL")
@@ -52,18 +73,7 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
                     "the stored routing matrix " + ("holds these counts" if same else
                                                     "DIFFERS from these counts"))
     row.ok = row.ok and same
-    rows.append(row)
-    rows.append(cells_row("1c Router Pass@1 per type = planted per-type maximum",
-                          [(d, ex.best(d)[1], run.cell_fn("router", d)) for d in ds]))
-    rows.append(cells_row("1d No-Memory Pass@1 per agent and type = planted",
-                          [(f"{a}/{d}", ex.p(a, d), run.cell_fn("no_memory", d, agent=a))
-                           for a in ex.executors for d in ds]))
-    if "judge" in run.methods() and judge:
-        rows.append(cells_row("1e Judge Pass@1 per type = planted (closed form)",
-                              [(d, ex.judge(judge, d), run.cell_fn("judge", d)) for d in ds],
-                              f"judge {judge}"))
-        rows.append(_judge_pick_row(run, ex, judge))
-    return rows
+    return row
 
 
 def _judge_pick_row(run: Run, ex: Expect, judge: str) -> Row:

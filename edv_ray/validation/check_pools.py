@@ -37,7 +37,9 @@ def verification_rows(run: Run, ex: Expect, cfg: dict) -> list[Row]:
     fn = clustered_fn(((d, t), int(a), 1) for d, t, a, f, p, _c in votes if f and not p)
     shown = ", ".join(f"{v:.3f} over {n} votes" for v, n in view if v is not None)
     rows = [rate_row("2a verification_audit: P(approve | every supporting run failed)", planted, fn,
-                     f"= planted P(approve | wrong, own run failed) here; the view: {shown}")]
+                     "planted: the approval of the lessons of groups whose runs all failed, right as "
+                     f"often as the writer writes them (no writer right: P(approve | wrong, own run "
+                     f"failed)); the view: {shown}")]
     for own_ok, name in ((False, "2b known-wrong (poison) lessons: P(approve | own run failed)"),
                          (True, "2c known-wrong (poison) lessons: P(approve | own run succeeded)")):
         p = ex.o.p_approve(ex.executors[0], correct=False, own_run_failed=not own_ok)

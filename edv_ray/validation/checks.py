@@ -11,9 +11,10 @@ interval; ``PASS*`` marks a planted value outside it but inside the suite's inte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +23,9 @@ from edv_ray.report.stats import PairedDiff, Rate, z_value
 # the Bonferroni family: the suite's verdict rows that chance can fail (intervals and
 # Monte Carlo ranges; not the specification checks, which a correct framework always passes)
 # — 45 at the full size since the profile-only epoch rows, the gains and the relevance
-# worlds (issue 27)
-FAMILY = 45
+# worlds (issue 27), 64 with the construction world's seven (1b+, 2a+-2f+) and the wide
+# epochs world's twelve (5a+-5c·+)
+FAMILY = 64
 
 RateFn = Callable[[float], Rate]  # confidence → the framework's rate and interval
 DiffFn = Callable[[float], PairedDiff]
@@ -61,6 +63,7 @@ class Row:
     # the smallest bias (absolute, in the row's units) its verdict detects with 80 % power
     # at this size (:func:`detectable`); None: the row has no interval of its own
     detects: float | None = None
+    same_as: str = ""  # a row repeating a check in another world (:func:`again`): its check
 
     def __post_init__(self) -> None:
         # verdicts computed on numpy floats are numpy bools: `ok is True` must hold
@@ -224,12 +227,29 @@ def range_row(check: str, cells: list[tuple[str, Any, float | None]], detail: st
                           for lab, (lo, hi), mu, m in got]})
 
 
+def again(rows: list[Row], world: str) -> list[Row]:
+    """The rows of checks run again in another ``world``: numbered with a "+" ("2a+") and
+    the world named after the check; each remembers the check it repeats (``same_as``)."""
+    for row in rows:
+        number, rest = row.check.split(" ", 1)
+        row.same_as, row.check = row.check, f"{number}+ {rest} ({world} world)"
+    return rows
+
+
 def sensitivity_summary(rows: list[Row], target: float = 0.20) -> str:
     """Which rows detect a ``target`` relative bias with 80 % power at this size, and for
     the others the factor of data (tasks × trials) they would need: (relative / target)²,
-    the detectable bias shrinking as 1/√n. Rows planted near 0 state an absolute bias."""
+    the detectable bias shrinking as 1/√n. Rows planted near 0 state an absolute bias.
+    A check run in two worlds (``2a`` and, through :func:`again`, the construction
+    world's ``2a+``) is met when either of its rows meets the target: the last sentence
+    counts checks."""
     rel = [(r.check.split(" ")[0], r.relative) for r in rows if r.relative is not None]
     met = [c for c, x in rel if x <= target]
+    checks: dict[str, bool] = {}
+    for r in rows:
+        if r.relative is not None:
+            key = r.same_as or r.check
+            checks[key] = checks.get(key, False) or r.relative <= target
     short = [f"{c} ×{(x / target) ** 2:.1f}" for c, x in sorted(rel, key=lambda cx: cx[1]) if x > target]
     absolute = [f"{r.check.split(' ')[0]} ±{r.detects:.3f}" for r in rows
                 if r.detects is not None and r.relative is None]
@@ -239,4 +259,8 @@ def sensitivity_summary(rows: list[Row], target: float = 0.20) -> str:
         out += f"; the others need this much more data: {', '.join(short)}"
     if absolute:
         out += f"; planted near 0 (absolute): {', '.join(absolute)}"
+    if any(r.same_as for r in rows):
+        short_checks = sorted({c.split(" ")[0] for c, ok in checks.items() if not ok})
+        out += (f". By check (either world's row): {sum(checks.values())} of {len(checks)} detect it"
+                + (f"; not: {', '.join(short_checks)}" if short_checks else ""))
     return out

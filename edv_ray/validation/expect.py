@@ -36,11 +36,13 @@ class Expect:
     """The planted world of one run: ``profile`` (its ``simulation:`` section), its
     executors, distillers and the pool's names, and ``design`` (a
     :class:`~edv_ray.validation.worlds.Design`: domains, tasks per domain, trials — read
-    from the world's config, never from the run)."""
+    from the world's config, never from the run); ``benchmarks``: the benchmark sections
+    the oracle reads task types from where a benchmark's data is a folder (Mind2Web)."""
 
     def __init__(self, profile: dict, executors: list[str], pool: list[str],
-                 distillers: list[str] | None = None, design=None) -> None:
-        self.o = Oracle(profile)
+                 distillers: list[str] | None = None, design=None,
+                 benchmarks: list[dict] | None = None) -> None:
+        self.o = Oracle(profile, benchmarks)
         self.executors = sorted(executors)
         self.pool = list(pool)
         self.distillers = list(distillers or [])

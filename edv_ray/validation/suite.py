@@ -15,15 +15,21 @@ from rich.table import Table
 
 from edv_ray.validation import check_main as M
 from edv_ray.validation import check_pools as P
-from edv_ray.validation.checks import Row, engine_row, sensitivity_summary, validity_row
+from edv_ray.validation.checks import (
+    Row,
+    again,
+    engine_row,
+    sensitivity_summary,
+    validity_row,
+)
 from edv_ray.validation.coverage import framework_coverage, planted_coverage
 from edv_ray.validation.expect import Expect
 from edv_ray.validation.measure import Run
 from edv_ray.validation.runs import run_world
 from edv_ray.validation.worlds import World, load_world
 
-WORLDS = {"fast": ("main", "null", "homogeneous", "epochs", "gains", "relevance", "coverage"),
-          "full": ("main", "null", "homogeneous", "epochs", "gains", "relevance", "coverage")}
+WORLDS = {size: ("main", "null", "homogeneous", "epochs", "gains", "relevance", "construction",
+                 "epochs_wide", "coverage") for size in ("fast", "full")}
 MC_REPS = {"fast": 400, "full": 2000}  # Monte Carlo repetitions of the planted expectations
 COVERAGE_REPS = {"fast": 1000, "full": 4000}
 COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
@@ -32,7 +38,7 @@ COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
 def expect_for(world: World) -> Expect:
     cfg = world.config
     return Expect(world.profile, cfg["roles"]["executors"], [a["name"] for a in cfg["agents"]],
-                  cfg["roles"].get("distillers"), world.design())
+                  cfg["roles"].get("distillers"), world.design(), [cfg["benchmark"]])
 
 
 def _base_rows(world: World, run: Run, ex: Expect) -> list[Row]:
@@ -79,7 +85,21 @@ def homogeneous_checks(world: World, run: Run, main: tuple[World, Run] | None) -
 
 def epoch_checks(world: World, run: Run, size: str) -> list[Row]:
     ex = expect_for(world)
-    return _base_rows(world, run, ex) + P.epoch_rows(run, ex, world.config, MC_REPS[size])
+    rows = P.epoch_rows(run, ex, world.config, MC_REPS[size])
+    if world.name == "epochs_wide":  # the same checks with many test tasks
+        rows = again(rows, "wide epochs")
+    return _base_rows(world, run, ex) + rows
+
+
+def construction_checks(world: World, run: Run) -> list[Row]:
+    """Checks 1b and 2a-2g again on the construction world (a synthetic Mind2Web release
+    with hundreds of training tasks per type), numbered with a "+": the same check code,
+    planted from this world's profile and design, at the power τ²-bench's training tasks
+    cannot give."""
+    ex = expect_for(world)
+    rows = [M.matrix_row(run, ex)] + P.verification_rows(run, ex, world.config)
+    rows += M.rb_audit_rows(run, ex) + M.admission_rows(run, ex, world.config.get("edv", {}))
+    return _base_rows(world, run, ex) + again(rows, "construction")
 
 
 def coverage_checks(size: str, world: World | None = None, run: Run | None = None) -> list[Row]:
@@ -107,12 +127,15 @@ def run_suite(size: str, output_dir: str | Path, reuse: bool = True, only: list[
     if "homogeneous" in runs:
         main = (worlds["main"], runs["main"]) if "main" in runs else None
         rows += homogeneous_checks(worlds["homogeneous"], runs["homogeneous"], main)
-    if "epochs" in runs:
-        rows += epoch_checks(worlds["epochs"], runs["epochs"], size)
+    for name in ("epochs", "epochs_wide"):
+        if name in runs:
+            rows += epoch_checks(worlds[name], runs[name], size)
     if "gains" in runs:
         rows += gains_checks(worlds["gains"], runs["gains"])
     if "relevance" in runs:
         rows += relevance_checks(worlds["relevance"], runs["relevance"])
+    if "construction" in runs:
+        rows += construction_checks(worlds["construction"], runs["construction"])
     if not only or "coverage" in (only or []):
         rows += coverage_checks(size, worlds.get("coverage"), runs.get("coverage"))
     return sorted(rows, key=lambda r: r.check.split(" ")[0])

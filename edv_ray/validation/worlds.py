@@ -47,8 +47,14 @@ class World:
 
     def design(self) -> Design:
         """The world's design from its config alone: the tasks of each domain's training
-        and test selections (what the run should select) and the trials."""
+        and test selections (what the run should select) and the trials. A synthetic
+        Mind2Web world's "domains" are its task types (the release's website domains)."""
         b = self.config["benchmark"]
+        if b["name"] == "mind2web":
+            sz = self.meta["sizes"][self.size]
+            train, test = release_ids(sz["train"], "tr"), release_ids(sz["test"], "tt")
+            return Design(list(sz["test"]), dict(sz["train"]), dict(sz["test"]),
+                          int(self.config["runtime"]["trials"]), train, test)
         exclude = self.meta.get("exclude", {})
         ds = list(b["domains"])
         train = selected(b["train_task_ids"], ds, b.get("train_split", "train"), exclude)
@@ -77,16 +83,19 @@ def declare_identities(cfg: dict[str, Any]) -> None:
     """Every agent its model's profile lists gets, as its planted ``identity``, what its
     run-config entry says its requests carry (prompt strategy, temperature, top_p): the
     engine refuses an acting request naming the agent that differs, so a framework that
-    hands one agent another's prompt or sampling errs instead of passing quietly."""
+    hands one agent another's prompt or sampling errs instead of passing quietly. The
+    prompt strategy is declared on τ²-bench only: Mind2Web's multi-choice rounds send no
+    tools whatever the strategy."""
     from edv_ray.config import AgentConfig
 
+    tools = cfg.get("benchmark", {}).get("name", "tau2") == "tau2"
     for entry in cfg.get("agents", []):
         a = AgentConfig.model_validate(entry)
         sim = (cfg.get("models", {}).get(a.model) or {}).get("simulation") or {}
         listed = sim.get("agents") or {}
         if a.name in listed:
             listed[a.name] = {**listed[a.name], "identity": {
-                "prompt_strategy": a.prompt_strategy, "temperature": a.sampling.temperature,
+                "prompt_strategy": a.prompt_strategy if tools else None, "temperature": a.sampling.temperature,
                 "top_p": a.sampling.top_p}}
 
 
@@ -123,11 +132,52 @@ def selected(ids: list[str], domains: list[str], split: str,
     return got
 
 
+def release_order(counts: dict[str, int]) -> list[str]:
+    """A synthetic Mind2Web split's task types in order: round robin over the types while
+    each has tasks left (so a stream over the split meets every type throughout)."""
+    left, out = dict(counts), []
+    while any(left.values()):
+        for t in counts:
+            if left[t]:
+                out.append(t)
+                left[t] -= 1
+    return out
+
+
+def release_ids(counts: dict[str, int], prefix: str) -> dict[str, list[str]]:
+    """Each type's task ids in a synthetic release written from ``counts``."""
+    out: dict[str, list[str]] = {t: [] for t in counts}
+    for i, t in enumerate(release_order(counts)):
+        out[t].append(f"{prefix}-{i}")
+    return out
+
+
+def _mind2web_release(cfg: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
+    """A synthetic Mind2Web world's benchmark section: the release its size asks for
+    (training and test tasks per type, :mod:`edv_ray.envs.mind2web.synthetic`), written
+    under the output folder unless the same one is there, every task of both splits."""
+    import json
+
+    from edv_ray.envs.mind2web.synthetic import write_release
+
+    spec = {"train": release_order(size["train"]), "test": release_order(size["test"])}
+    root = Path(cfg.get("output_dir", "runs")) / "releases" / cfg["run_id"]
+    mark = root / "release.json"
+    if not mark.is_file() or json.loads(mark.read_text()) != spec:
+        write_release(root, spec["train"], spec["test"])
+        mark.write_text(json.dumps(spec))
+    bench = {k: v for k, v in cfg["benchmark"].items() if k != "domains"}  # base.yaml's τ²-bench domains
+    return {**bench, "data_dir": str(root.resolve()), "split": "test_task",
+            "train_split": "train", "task_ids": None, "num_tasks": None,
+            "train_task_ids": None, "num_train_tasks": None}
+
+
 def load_world(name: str, size: str, output_dir: str | Path | None = None,
                worlds_dir: Path = WORLDS_DIR, seed: int | None = None) -> World:
     """World ``name`` at ``size``: its run config with the size's selections, trials and
     run id ``<run_id>-<size>`` under ``output_dir``. ``seed``: another draw of the same
-    world (the run's and the engine's seed; run id ``…-s<seed>``)."""
+    world (the run's and the engine's seed; run id ``…-s<seed>``). A world on Mind2Web
+    (``benchmark: {name: mind2web}``) plays a synthetic release written for its size."""
     if size not in SIZES:
         raise ConfigError(f"validation size {size!r}: one of {', '.join(SIZES)}")
     raw = read_yaml(worlds_dir / f"{name}.yaml")
@@ -136,18 +186,24 @@ def load_world(name: str, size: str, output_dir: str | Path | None = None,
     if size not in sizes:
         raise ConfigError(f"validation world {name}: no {size!r} size")
     sz = sizes[size]
-    exclude = meta.get("exclude", {})
-    domains = list(sz["test"])  # the size's domains are the run's
-    train = task_ids({d: sz["train"][d] for d in domains}, raw["benchmark"].get("train_split", "train"), exclude)
-    test = task_ids({d: sz["test"][d] for d in domains}, raw["benchmark"].get("split", "test"), exclude)
-    selected(train, domains, raw["benchmark"].get("train_split", "train"), exclude)
-    selected(test, domains, raw["benchmark"].get("split", "test"), exclude)
     cfg = deep_merge(raw, {
         "run_id": f"{raw['run_id']}-{size}" + (f"-s{seed}" if seed is not None else ""),
-        "benchmark": {"domains": domains, "task_ids": test, "num_tasks": None,
-                      "train_task_ids": train, "num_train_tasks": None},
         "runtime": {"trials": int(sz.get("trials", 1))},
     })
+    if output_dir is not None:
+        cfg["output_dir"] = str(output_dir)
+    if raw["benchmark"]["name"] == "mind2web":
+        cfg["benchmark"] = _mind2web_release(cfg, sz)
+    else:
+        exclude = meta.get("exclude", {})
+        domains = list(sz["test"])  # the size's domains are the run's
+        splits = raw["benchmark"].get("train_split", "train"), raw["benchmark"].get("split", "test")
+        train = task_ids({d: sz["train"][d] for d in domains}, splits[0], exclude)
+        test = task_ids({d: sz["test"][d] for d in domains}, splits[1], exclude)
+        selected(train, domains, splits[0], exclude)
+        selected(test, domains, splits[1], exclude)
+        cfg["benchmark"] = {**cfg["benchmark"], "domains": domains, "task_ids": test, "num_tasks": None,
+                            "train_task_ids": train, "num_train_tasks": None}
     if "agents" in meta:  # the coverage world: identical agents a000, a001, … (a size may say how many)
         names = [f"a{i:03d}" for i in range(int(sz.get("agents", meta["agents"])))]
         cfg["agents"] = [{"name": n, "model": "sim", "prompt_strategy": "native_tools"} for n in names]
@@ -156,8 +212,6 @@ def load_world(name: str, size: str, output_dir: str | Path | None = None,
     if seed is not None:
         cfg["seed"] = seed
         cfg["models"]["sim"]["simulation"]["seed"] = seed
-    if output_dir is not None:
-        cfg["output_dir"] = str(output_dir)
     world = World(name, size, cfg, meta)
     if (n := world.run_config().runtime.construction_rollouts) != 1:
         raise ConfigError(f"validation world {name}: construction runs {n} rollouts per executor "

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import shutil
 import sys
 import tempfile
@@ -61,43 +60,12 @@ PROFILE = {
 
 
 # ---- a synthetic Mind2Web release -----------------------------------------------------
-def _record(prefix: str, i: int) -> tuple[dict, dict, dict]:
-    """One single-step task: (record, scores, ranks) in the release's formats."""
-    aid, uid, domain = f"{prefix}-{i}", "a1", DOMAINS[i % len(DOMAINS)]
-    ids = [str(1000 + k) for k in range(CANDIDATES)]
-    html = "".join(f'<a backend_node_id="{n}" href="/p/{n}">item {n} of task {i}</a>' for n in ids)
-    html = f'<html backend_node_id="1"><body backend_node_id="2">{html}</body></html>'
-
-    def cand(n: str, target: bool) -> dict:
-        return {"tag": "a", "is_original_target": target, "is_top_level_target": target,
-                "backend_node_id": n, "attributes": json.dumps({"backend_node_id": n,
-                                                                 "href": f"/p/{n}"})}
-
-    rec = {"annotation_id": aid, "website": f"site{i % 40}", "domain": domain,
-           "subdomain": "General", "confirmed_task": f"Open item {ids[0]} ({domain}, task {i})",
-           "action_reprs": [f"[link]  item {ids[0]} -> CLICK"],
-           "actions": [{"action_uid": uid, "raw_html": html, "cleaned_html": html,
-                        "operation": {"op": "CLICK", "original_op": "CLICK", "value": ""},
-                        "pos_candidates": [cand(ids[0], True)],
-                        "neg_candidates": [cand(n, False) for n in ids[1:]]}]}
-    key = f"{aid}_{uid}"
-    return rec, {key: {n: 1.0 - k / 100 for k, n in enumerate(ids)}}, {key: {n: k for k, n in enumerate(ids)}}
-
-
 def write_release(root: Path, train: int, test: int) -> Path:
-    scores, ranks = {}, {}
-    for split, prefix, n in (("train", "tr", train), ("test_task", "tt", test)):
-        (root / split).mkdir(parents=True, exist_ok=True)
-        recs = []
-        for i in range(n):
-            rec, s, r = _record(prefix, i)
-            recs.append(rec)
-            scores.update(s)
-            ranks.update(r)
-        (root / split / f"{split}_0.json").write_text(json.dumps(recs))
-    with open(root / "scores_all_data.pkl", "wb") as f:
-        pickle.dump({"scores": scores, "ranks": ranks}, f)
-    return root
+    """``train`` / ``test`` single-step tasks, their website domains in turn."""
+    from edv_ray.envs.mind2web.synthetic import write_release as write
+
+    return write(root, [DOMAINS[i % len(DOMAINS)] for i in range(train)],
+                 [DOMAINS[i % len(DOMAINS)] for i in range(test)], CANDIDATES)
 
 
 def run_config(data: Path, out: Path, workers: int, args) -> dict:

@@ -8,6 +8,7 @@ import numpy as np
 from edv_ray.report.stats import PairedDiff, clustered_rate
 from edv_ray.validation.checks import (
     Row,
+    again,
     detectable,
     diff_row,
     rate_row,
@@ -51,7 +52,14 @@ def test_the_summary_names_the_rows_that_meet_20_percent_and_what_the_others_nee
     s = sensitivity_summary(rows)
     assert s.startswith("sensitivity: 1 of 2 rows detect a 20 % relative bias with 80 % power (1c)")
     assert "need this much more data: 4d ×6.2" in s and "planted near 0 (absolute): 3b ±0.200" in s
-    assert "2f·" not in s
+    assert "2f·" not in s and "By check" not in s
+    # a check also run in the construction world ("+") is met when either row meets it
+    rows += again([Row("4d drop", "", "", True, figures={"planted": 0.12}, detects=0.012),  # 10 %
+                   Row("2a audit", "", "", True, figures={"planted": 0.6}, detects=0.3)], "other")
+    assert [r.check for r in rows[-2:]] == ["4d+ drop (other world)", "2a+ audit (other world)"]
+    s = sensitivity_summary(rows)
+    assert s.startswith("sensitivity: 2 of 4 rows") and s.endswith("By check (either world's row): "
+                                                                  "2 of 3 detect it; not: 2a")
 
 
 def test_a_difference_row_with_a_planted_range_passes_when_its_interval_meets_it():

@@ -73,6 +73,18 @@ def test_relevance_world_items_help_only_their_own_kind(worlds):
     assert "1.00 of the task's own kind" in next(r.detail for r in rows if r.check.startswith("3e·"))
 
 
+def test_construction_world_reads_construction_at_power(worlds):
+    """1b and 2a-2g on a synthetic Mind2Web release (the same checks as on τ²-bench)."""
+    _all_pass(suite.construction_checks(*worlds("construction")),
+              {"1b+", "2a+", "2b+", "2c+", "2d+", "2e+", "2f+", "2f·+", "2g+"})
+
+
+def test_wide_epochs_world_curves_on_many_test_tasks(worlds):
+    """The epoch checks on a synthetic Mind2Web release with many test tasks."""
+    _all_pass(suite.epoch_checks(*worlds("epochs_wide"), "fast"),
+              {"5a+", "5a·+", "5b+", "5b·+", "5c+", "5c·+"})
+
+
 def test_a_check_fed_the_wrong_world_fails(worlds):
     """The checks can fail: the null run judged against the biased world's profile (a
     planted margin of about +0.5 that the null run does not have)."""

@@ -14,9 +14,9 @@ WORLDS = sorted(p.stem for p in WORLDS_DIR.glob("*.yaml") if p.stem != "base")
 
 
 @pytest.mark.parametrize("name", WORLDS)
-def test_every_world_builds_memory_from_one_rollout(name):
+def test_every_world_builds_memory_from_one_rollout(name, tmp_path):
     for size in SIZES:
-        w = load_world(name, size)
+        w = load_world(name, size, tmp_path)
         rt = w.run_config().runtime
         assert rt.construction_rollouts == 1
         assert rt.trials == w.design().trials == w.meta["sizes"][size].get("trials", 1)
