@@ -154,11 +154,11 @@ def release_ids(counts: dict[str, int], prefix: str) -> dict[str, list[str]]:
 
 def _mind2web_release(cfg: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
     """A synthetic Mind2Web world's benchmark section: the release its size asks for
-    (training and test tasks per type, :mod:`edv_ray.envs.mind2web.synthetic`), written
+    (training and test tasks per type, :mod:`edv_ray.simulation.mind2web_release`), written
     under the output folder unless the same one is there, every task of both splits."""
     import json
 
-    from edv_ray.envs.mind2web.synthetic import write_release
+    from edv_ray.simulation.mind2web_release import write_release
 
     spec = {"train": release_order(size["train"]), "test": release_order(size["test"])}
     root = Path(cfg.get("output_dir", "runs")) / "releases" / cfg["run_id"]

@@ -62,7 +62,7 @@ PROFILE = {
 # ---- a synthetic Mind2Web release -----------------------------------------------------
 def write_release(root: Path, train: int, test: int) -> Path:
     """``train`` / ``test`` single-step tasks, their website domains in turn."""
-    from edv_ray.envs.mind2web.synthetic import write_release as write
+    from edv_ray.simulation.mind2web_release import write_release as write
 
     return write(root, [DOMAINS[i % len(DOMAINS)] for i in range(train)],
                  [DOMAINS[i % len(DOMAINS)] for i in range(test)], CANDIDATES)

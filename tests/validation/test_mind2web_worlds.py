@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from edv_ray.envs.mind2web.data import Mind2WebData
 from edv_ray.envs.mind2web.episode import task_type
-from edv_ray.envs.mind2web.synthetic import write_release
+from edv_ray.simulation.mind2web_release import write_release
 from edv_ray.validation.suite import expect_for
 from edv_ray.validation.worlds import load_world, release_ids, release_order
 
