@@ -143,7 +143,7 @@ def _power_parser(sub) -> None:
     w.add_argument("--power", type=float, default=0.8, help="target power")
     w.add_argument("--alpha", type=float, default=0.05, help="two-sided level")
     w.add_argument("--test", default="normal", help="normal (the sign-flip test's normal "
-                   "approximation, fast) or exact (stats.sign_flip_test per experiment)")
+                   "approximation, fast) or exact (paired.sign_flip_test per experiment)")
     w.add_argument("--max-tasks", type=int, default=100_000, help="stop the search here")
     w.add_argument("--no-progress", action="store_true")
 

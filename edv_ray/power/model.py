@@ -26,7 +26,7 @@ Analysis (:mod:`edv_ray.report.stats`, ``edv compare``'s paired comparison): d_t
 domain scores); the test is the sign-flip test of "no difference", two-sided at α —
 ``normal``: its normal approximation |Σ w·d| > z_{1−α/2}·√(Σ w²·d²) (Σ w²d² is the
 statistic's variance under sign flips; for one trial this is McNemar without continuity
-correction), or ``exact``: :func:`edv_ray.report.stats.sign_flip_test` itself, per
+correction), or ``exact``: :func:`edv_ray.report.paired.sign_flip_test` itself, per
 replicate. A replicate DETECTS the planted difference when the test rejects and the
 observed difference has the planted sign (with no planted difference: when it rejects —
 the test's size).
@@ -42,7 +42,8 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from edv_ray.config import ConfigError
-from edv_ray.report.stats import sign_flip_test, z_value
+from edv_ray.report.paired import sign_flip_test
+from edv_ray.report.stats import z_value
 
 TESTS = ("normal", "exact")
 CHUNK_CELLS = 4_000_000  # replicates × tasks simulated at once (memory stays bounded)

@@ -29,7 +29,7 @@ from edv_ray.power.model import (
     tasks_for_power,
 )
 
-EXACT_MAX_TASKS = 2000  # beyond: stats.sign_flip_test falls back to 200k × tasks Monte Carlo flips
+EXACT_MAX_TASKS = 2000  # beyond: paired.sign_flip_test falls back to 200k × tasks Monte Carlo flips
 
 
 @dataclass
@@ -188,7 +188,7 @@ def _header(console, args, src: Source, design: Design, het: Heterogeneity) -> N
     what = ("planted rates the profile implies" if src.kind == "profile"
             else "rates measured in the pilot run")
     test = ("the normal approximation of edv compare's sign-flip test"
-            if args.test == "normal" else "edv compare's exact sign-flip test (stats.sign_flip_test)")
+            if args.test == "normal" else "edv compare's exact sign-flip test (paired.sign_flip_test)")
     lines = [f"edv power: {args.source} ({what})",
              (f"design: {len(design.tasks)} tasks ({per}) × {design.trials} trial(s), scored "
              "as the mean of domain scores, methods paired by task"),

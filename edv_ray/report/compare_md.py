@@ -6,7 +6,7 @@ from __future__ import annotations
 from edv_ray.report.compare_tables import pair_sentence
 from edv_ray.report.compare_units import ALL, fmt_cell, order_methods
 from edv_ray.report.method_facts import per_model_methods
-from edv_ray.report.stats import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS
+from edv_ray.report.paired import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS
 
 CURVES = {  # table name → (x axis key, plot title, x label); epoch comes from method_results
     "curve_epoch": (None, "Pass@1 vs epoch (mean of domain scores)", "epoch"),

@@ -4,7 +4,7 @@ Every Pass@1 is solved / scored episodes (errors are failures) with n, the error
 its interval (:mod:`edv_ray.report.compare_units`). The only verdict printed is the paired
 comparison: the difference over the tasks both sides scored, its cluster-robust t interval (or
 "too few tasks"), the exact sign-flip / McNemar p and the difference detectable at 80 %
-power (:func:`edv_ray.report.stats.paired_comparison`).
+power (:func:`edv_ray.report.paired.paired_comparison`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections import defaultdict
 from edv_ray.config import ConfigError
 from edv_ray.report.compare_units import ALL, Scored, fmt_rate, order_methods
 from edv_ray.report.method_facts import baselines
-from edv_ray.report.stats import PairedDiff, paired_comparison, pass_hat_k
+from edv_ray.report.paired import PairedDiff, paired_comparison
+from edv_ray.report.stats import pass_hat_k
 
 ALPHA = 0.05
 

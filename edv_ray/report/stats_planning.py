@@ -1,6 +1,6 @@
 """Planning a paired comparison before any data (the normal approximation to McNemar's
 test, Connor 1987): the difference a number of tasks can detect, and the tasks a
-difference needs. The same assumptions as :func:`edv_ray.report.stats.detectable_difference`."""
+difference needs. The same assumptions as :func:`edv_ray.report.paired.detectable_difference`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def tasks_needed(delta: float, discordant_share: float, power: float = 0.8,
 
 def solve_detectable(v0: float, sw2: float, power: float, alpha: float) -> float | None:
     """Solve δ = z_{1−α/2}·√V₀ + z_power·√(V₀ − δ²·Σw²) for δ (V₀ = Σ w²·d², ``sw2`` = Σ w²;
-    :func:`edv_ray.report.stats.detectable_difference`); None when no δ is detectable."""
+    :func:`edv_ray.report.paired.detectable_difference`); None when no δ is detectable."""
     if v0 <= 0.0:
         return None
     za, zb = float(sps.norm.ppf(1 - alpha / 2)), float(sps.norm.ppf(power))

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from edv_ray.report.stats import PairedDiff, Rate, z_value
+from edv_ray.report.paired import PairedDiff
+from edv_ray.report.stats import Rate, z_value
 
 # the Bonferroni family: the suite's verdict rows that chance can fail (intervals and
 # Monte Carlo ranges; not the specification checks, which a correct framework always passes)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edv_ray.report.stats import (MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS, clustered_rate, paired_t,
-                                  wilson)
+from edv_ray.report.paired import MIN_DIFFERING_TASKS, MIN_PAIRED_TASKS, paired_t
+from edv_ray.report.stats import clustered_rate, wilson
 
 BAND = (0.93, 0.97)
 DELTA = 0.2  # B = u + δ(1 − u)

@@ -11,7 +11,8 @@ from pathlib import Path
 from edv_ray.report.compare_load import attach
 from edv_ray.report.compare_tables import compare_cells
 from edv_ray.report.compare_units import ALL, Scored
-from edv_ray.report.stats import PairedDiff, Rate, clustered_rate, paired_comparison
+from edv_ray.report.paired import PairedDiff, paired_comparison
+from edv_ray.report.stats import Rate, clustered_rate
 from edv_ray.results.views import connect
 
 N_BOOT = 10_000
@@ -105,7 +106,7 @@ class Run:
 
 
 def paired_scores(a: dict, b: dict, confidence: float = 0.95) -> PairedDiff:
-    """stats.paired_comparison over (domain, task) keys, the mean of domain scores."""
+    """paired.paired_comparison over (domain, task) keys, the mean of domain scores."""
     return paired_comparison(a, b, strata={k: k[0] for k in set(a) | set(b)}, n_boot=N_BOOT,
                              seed=0, confidence=confidence)
 

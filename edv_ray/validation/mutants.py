@@ -134,7 +134,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ninety_percent", "90 % intervals printed as 95 %",
            (_edit(_STATS, "weights: Sequence[float] | None = None, confidence: float = 0.95) -> Rate:",
                   "weights: Sequence[float] | None = None, confidence: float = 0.90) -> Rate:"),
-            _edit(_STATS, "half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(var)",
+            _edit("edv_ray/report/paired.py", "half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(var)",
                   "half = float(sps.t.ppf(0.95, df)) * math.sqrt(var)")),
            ("coverage",)),
 )

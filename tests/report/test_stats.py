@@ -11,16 +11,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from edv_ray.report.stats import (
-    clustered_rate,
+from edv_ray.report.paired import (
     detectable_difference,
     paired_bootstrap,
     paired_comparison,
-    pass_hat_k,
     sign_flip_test,
-    wilson,
-    z_value,
 )
+from edv_ray.report.stats import clustered_rate, pass_hat_k, wilson, z_value
 from edv_ray.report.stats_planning import planned_detectable_difference, tasks_needed
 
 # statsmodels.stats.proportion.proportion_confint(k, n, alpha=0.05, method="wilson")

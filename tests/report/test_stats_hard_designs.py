@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from edv_ray.report import stats
-from edv_ray.report.stats import clustered_rate, effective_df, paired_comparison, paired_t
+from edv_ray.report.paired import paired_comparison, paired_t
+from edv_ray.report.stats import clustered_rate, effective_df
 
 
 def beta_tasks(rng, reps, tasks, trials, mu, kappa=1.0, delta=0.2):

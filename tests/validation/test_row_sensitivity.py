@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edv_ray.report.stats import PairedDiff, clustered_rate
+from edv_ray.report.paired import PairedDiff
+from edv_ray.report.stats import clustered_rate
 from edv_ray.validation.checks import (
     Row,
     again,
