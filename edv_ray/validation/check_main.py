@@ -13,12 +13,15 @@ import numpy as np
 
 from edv_ray.validation.checks import Row, cells_row, diff_row, num, rate_row
 from edv_ray.validation.expect import Expect, twins_in_top
-from edv_ray.validation.measure import Run, clustered_fn
-
+from edv_ray.validation.measure import ALL, Run, clustered_fn
 
 # ---------------------------------------------------------------- 1: routing and rates
 
-def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
+def routing_rows(run: Run, ex: Expect, judge: str | None, cell=None) -> list[Row]:
+    """Checks 1a-1e. ``cell(method, type, agent=...)``: a cell's rate function — compare's
+    own cell of the domain (default: a τ²-bench world, one planted type a domain), or
+    :func:`type_cell_fn` where the types are not the benchmark's domains."""
+    cell = cell or run.cell_fn
     ds = ex.domains
     picks = run.rows("SELECT method, task_type, solver, count(*) FROM routing "
                      "WHERE method IN ('router', 'edv') GROUP BY ALL ORDER BY ALL")
@@ -38,16 +41,28 @@ def routing_rows(run: Run, ex: Expect, judge: str | None) -> list[Row]:
                 {"planted": planted, "picks": picks, "p_correct_pick": p_pick})]
     rows.append(matrix_row(run, ex, matrix))
     rows.append(cells_row("1c Router Pass@1 per type = planted per-type maximum",
-                          [(d, ex.best(d)[1], run.cell_fn("router", d)) for d in ds]))
+                          [(d, ex.best(d)[1], cell("router", d)) for d in ds]))
     rows.append(cells_row("1d No-Memory Pass@1 per agent and type = planted",
-                          [(f"{a}/{d}", ex.p(a, d), run.cell_fn("no_memory", d, agent=a))
+                          [(f"{a}/{d}", ex.p(a, d), cell("no_memory", d, agent=a))
                            for a in ex.executors for d in ds]))
     if "judge" in run.methods() and judge:
         rows.append(cells_row("1e Judge Pass@1 per type = planted (closed form)",
-                              [(d, ex.judge(judge, d), run.cell_fn("judge", d)) for d in ds],
+                              [(d, ex.judge(judge, d), cell("judge", d)) for d in ds],
                               f"judge {judge}"))
         rows.append(_judge_pick_row(run, ex, judge))
     return rows
+
+
+def type_cell_fn(run: Run, ex: Expect):
+    """A cell of one planted task type where the types are not the benchmark's domains (a
+    synthetic Mind2Web world: one framework domain, the websites' domains as types):
+    compare's episode counts of the type's test tasks — the design's ids, not the run's —
+    clustered by task."""
+    def cell(method: str, t: str, agent: str = ALL):
+        ids = set(ex.design.test_ids[t])
+        tc = run.scored().task_counts(run.group, method, agent)
+        return clustered_fn((key, c, n) for key, (c, n, _e) in tc.items() if key[1] in ids)
+    return cell
 
 
 def matrix_row(run: Run, ex: Expect, matrix: list[tuple] | None = None) -> Row:

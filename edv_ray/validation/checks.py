@@ -25,8 +25,8 @@ from edv_ray.report.stats import Rate, z_value
 # Monte Carlo ranges; not the specification checks, which a correct framework always passes)
 # — 45 at the full size since the profile-only epoch rows, the gains and the relevance
 # worlds (issue 27), 64 with the construction world's seven (1b+, 2a+-2f+) and the wide
-# epochs world's twelve (5a+-5c·+)
-FAMILY = 64
+# epochs world's twelve (5a+-5c·+), 67 with the rates world's three (1b+-1d+)
+FAMILY = 67
 
 RateFn = Callable[[float], Rate]  # confidence → the framework's rate and interval
 DiffFn = Callable[[float], PairedDiff]

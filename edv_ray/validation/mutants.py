@@ -81,11 +81,11 @@ MUTANTS: tuple[Mutant, ...] = (
            (_edit("edv_ray/methods/selector.py", "best = sorted(candidates, key=key)[0]",
                   'best = __import__("random").Random(repr(sorted(cells.items()))).choice('
                   "sorted(candidates))"),),
-           ("main", "gains")),
+           ("main", "gains", "rates")),
     Mutant("selector_worst", "the Model Selector picks the worst",
            (_edit("edv_ray/methods/selector.py", "best = sorted(candidates, key=key)[0]",
                   "best = sorted(candidates, key=key)[-1]"),),
-           ("main", "gains")),
+           ("main", "gains", "rates")),
     Mutant("contamination_halved", "contamination places half the asked share",
            (_edit("edv_ray/methods/contamination.py",
                   "return int(round(share * n_clean / (1.0 - share)))",

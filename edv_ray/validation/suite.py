@@ -29,7 +29,7 @@ from edv_ray.validation.runs import run_world
 from edv_ray.validation.worlds import World, load_world
 
 WORLDS = {size: ("main", "null", "homogeneous", "epochs", "gains", "relevance", "construction",
-                 "epochs_wide", "coverage") for size in ("fast", "full")}
+                 "epochs_wide", "rates", "coverage") for size in ("fast", "full")}
 MC_REPS = {"fast": 400, "full": 2000}  # Monte Carlo repetitions of the planted expectations
 COVERAGE_REPS = {"fast": 1000, "full": 4000}
 COVERAGE_BOOT = {"fast": 2000, "full": 10_000}
@@ -102,6 +102,15 @@ def construction_checks(world: World, run: Run) -> list[Row]:
     return _base_rows(world, run, ex) + again(rows, "construction")
 
 
+def rates_checks(world: World, run: Run) -> list[Row]:
+    """Checks 1a-1d again on the rates world (a synthetic Mind2Web release with hundreds of
+    test tasks per type), numbered with a "+": Router's and No-Memory's cells per type at
+    the power τ²-bench's test tasks cannot give."""
+    ex = expect_for(world)
+    rows = M.routing_rows(run, ex, None, cell=M.type_cell_fn(run, ex))
+    return _base_rows(world, run, ex) + again(rows, "rates")
+
+
 def coverage_checks(size: str, world: World | None = None, run: Run | None = None) -> list[Row]:
     rows = planted_coverage(COVERAGE_REPS[size], n_boot=COVERAGE_BOOT[size])
     if world is not None and run is not None:
@@ -136,6 +145,8 @@ def run_suite(size: str, output_dir: str | Path, reuse: bool = True, only: list[
         rows += relevance_checks(worlds["relevance"], runs["relevance"])
     if "construction" in runs:
         rows += construction_checks(worlds["construction"], runs["construction"])
+    if "rates" in runs:
+        rows += rates_checks(worlds["rates"], runs["rates"])
     if not only or "coverage" in (only or []):
         rows += coverage_checks(size, worlds.get("coverage"), runs.get("coverage"))
     return sorted(rows, key=lambda r: r.check.split(" ")[0])

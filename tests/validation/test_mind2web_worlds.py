@@ -49,6 +49,16 @@ def test_the_construction_worlds_design_is_its_release(tmp_path):
     assert load_world("main", "fast", tmp_path).profile["agents"]["a"]["identity"]["prompt_strategy"] == "native_tools"
 
 
+def test_the_rates_world_has_many_test_tasks_per_type_and_a_clear_best(tmp_path):
+    w = load_world("rates", "full", tmp_path)
+    d, ex = w.design(), expect_for(w)
+    assert d.domains == ["Shopping", "Travel"] and min(d.n_test.values()) >= 500
+    assert w.config["method"] == ["router", "no_memory"]
+    for t in d.domains:  # the planted best leads the others by 0.25: routing is not luck
+        best, rate = ex.best(t)
+        assert all(rate - ex.p(a, t) >= 0.25 for a in ex.executors if a != best)
+
+
 def test_a_release_is_rewritten_only_when_its_size_changes(tmp_path):
     w = load_world("construction", "fast", tmp_path)
     mark = tmp_path / "releases" / w.run_id / "release.json"

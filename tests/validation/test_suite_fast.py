@@ -85,6 +85,17 @@ def test_wide_epochs_world_curves_on_many_test_tasks(worlds):
               {"5a+", "5a·+", "5b+", "5b·+", "5c+", "5c·+"})
 
 
+def test_rates_world_reads_cells_per_type_on_many_test_tasks(worlds):
+    """1a-1d per task type on a synthetic Mind2Web release: the types are not the
+    benchmark's domains, so each cell is read off the design's test ids of its type."""
+    w, run = worlds("rates")
+    _all_pass(suite.rates_checks(w, run), {"1a+", "1b+", "1c+", "1d+"})
+    cell = check_main.type_cell_fn(run, suite.expect_for(w))
+    shop, travel = cell("no_memory", "Shopping", agent="a")(0.95), cell("no_memory", "Travel", agent="a")(0.95)
+    assert shop.n == travel.n == 40  # one episode per test task of the type, none of the other
+    assert travel.hi < 0.8 < shop.hi and shop.lo > 0.5  # a's types apart (planted 0.8 / 0.5)
+
+
 def test_a_check_fed_the_wrong_world_fails(worlds):
     """The checks can fail: the null run judged against the biased world's profile (a
     planted margin of about +0.5 that the null run does not have)."""
