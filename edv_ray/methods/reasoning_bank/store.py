@@ -87,26 +87,36 @@ def injected_items(items: list[dict]) -> list[str]:
 
 
 _lock = threading.Lock()
-_cache: dict[str, tuple[tuple, list[dict]]] = {}
+# per bank folder: (its files' signature, its entries, each file's (size, rows) as read)
+_cache: dict[str, tuple[tuple, list[dict], dict[str, tuple[int, list[dict]]]]] = {}
 
 
 def load_entries(bank_dir: Path) -> list[dict]:
-    """Every entry of one agent's bank with items (cached per process until a file is
-    added); ``epoch`` from the file's partition folder."""
+    """Every entry of one agent's bank with items (cached per process); ``epoch`` from the
+    file's partition folder. When files are added (the training stream writes one a task)
+    only the new or changed files are read: re-reading every file on each addition made a
+    stream of n tasks read n²/2 files (at 760 tasks a type, ~0.2 tasks/s instead of ~2)."""
     import pyarrow.parquet as pq
 
     files = sorted(bank_dir.rglob("*.parquet")) if bank_dir.is_dir() else []
-    sig = tuple((str(p), p.stat().st_size) for p in files)
+    sizes = {str(p): (st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()]}
+    sig = tuple(sizes.items())
     with _lock:
         hit = _cache.get(str(bank_dir))
-        if hit is None or hit[0] != sig:
-            rows = []
-            for f in files:
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        known = hit[2] if hit is not None else {}
+        per_file, rows = {}, []
+        for f in files:
+            got = known.get(str(f))
+            if got is None or got[0] != sizes[str(f)]:
                 epoch = int(f.parent.name.removeprefix("epoch=")) if f.parent.name.startswith("epoch=") else 0
-                rows += [dict(r, epoch=epoch) for r in pq.read_table(f).to_pylist()]
-            hit = (sig, [r for r in rows if r["items"] and r["query_embedding"]])
-            _cache[str(bank_dir)] = hit
-        return hit[1]
+                got = (sizes[str(f)], [dict(r, epoch=epoch) for r in pq.read_table(f).to_pylist()])
+            per_file[str(f)] = got
+            rows += got[1]
+        entries = [r for r in rows if r["items"] and r["query_embedding"]]
+        _cache[str(bank_dir)] = (sig, entries, per_file)
+        return entries
 
 
 def entry_seq(e: dict) -> int:
