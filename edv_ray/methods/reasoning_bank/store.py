@@ -87,8 +87,8 @@ def injected_items(items: list[dict]) -> list[str]:
 
 
 _lock = threading.Lock()
-# per bank folder: (its files' signature, its entries, each file's (size, rows) as read)
-_cache: dict[str, tuple[tuple, list[dict], dict[str, tuple[int, list[dict]]]]] = {}
+# per bank folder: (its files' signature, its entries, each file's ((size, mtime), rows))
+_cache: dict[str, tuple[tuple, list[dict], dict[str, tuple[tuple[int, int], list[dict]]]]] = {}
 
 
 def load_entries(bank_dir: Path) -> list[dict]:
@@ -99,8 +99,8 @@ def load_entries(bank_dir: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
     files = sorted(bank_dir.rglob("*.parquet")) if bank_dir.is_dir() else []
-    sizes = {str(p): (st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()]}
-    sig = tuple(sizes.items())
+    stamps = {str(p): (st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()]}
+    sig = tuple(stamps.items())
     with _lock:
         hit = _cache.get(str(bank_dir))
         if hit is not None and hit[0] == sig:
@@ -109,9 +109,9 @@ def load_entries(bank_dir: Path) -> list[dict]:
         per_file, rows = {}, []
         for f in files:
             got = known.get(str(f))
-            if got is None or got[0] != sizes[str(f)]:
+            if got is None or got[0] != stamps[str(f)]:
                 epoch = int(f.parent.name.removeprefix("epoch=")) if f.parent.name.startswith("epoch=") else 0
-                got = (sizes[str(f)], [dict(r, epoch=epoch) for r in pq.read_table(f).to_pylist()])
+                got = (stamps[str(f)], [dict(r, epoch=epoch) for r in pq.read_table(f).to_pylist()])
             per_file[str(f)] = got
             rows += got[1]
         entries = [r for r in rows if r["items"] and r["query_embedding"]]
