@@ -52,7 +52,10 @@ class World:
         b = self.config["benchmark"]
         if b["name"] == "mind2web":
             sz = self.meta["sizes"][self.size]
-            train, test = release_ids(sz["train"], "tr"), release_ids(sz["test"], "tt")
+            from edv_ray.simulation.mind2web_release import SPLIT_PREFIX
+
+            train = release_ids(sz["train"], SPLIT_PREFIX["train"])
+            test = release_ids(sz["test"], SPLIT_PREFIX["test_task"])
             return Design(list(sz["test"]), dict(sz["train"]), dict(sz["test"]),
                           int(self.config["runtime"]["trials"]), train, test)
         exclude = self.meta.get("exclude", {})
@@ -158,6 +161,7 @@ def _mind2web_release(cfg: dict[str, Any], size: dict[str, Any]) -> dict[str, An
     under the output folder unless the same one is there, every task of both splits."""
     import json
 
+    from edv_ray.results.parquet_io import write_text_atomic
     from edv_ray.simulation.mind2web_release import write_release
 
     spec = {"train": release_order(size["train"]), "test": release_order(size["test"])}
@@ -165,7 +169,7 @@ def _mind2web_release(cfg: dict[str, Any], size: dict[str, Any]) -> dict[str, An
     mark = root / "release.json"
     if not mark.is_file() or json.loads(mark.read_text()) != spec:
         write_release(root, spec["train"], spec["test"])
-        mark.write_text(json.dumps(spec))
+        write_text_atomic(mark, json.dumps(spec))
     bench = {k: v for k, v in cfg["benchmark"].items() if k != "domains"}  # base.yaml's τ²-bench domains
     return {**bench, "data_dir": str(root.resolve()), "split": "test_task",
             "train_split": "train", "task_ids": None, "num_tasks": None,
