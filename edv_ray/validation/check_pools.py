@@ -129,10 +129,25 @@ def epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
                     + "; ".join(f"{d} " + ", ".join(f"{m:.1f}" for m in mc[d]["bank_sizes"].mean(axis=0))
                                 for d in ds) + ")"))
     rows.append(_growth_row(e["epochs"], ds, sizes, mc, reps))
-    rows.append(construction_row(run, ex, k, snaps, {d: mc[d]["construction"] for d in ds}))
-    rows.append(_construction_range_row(run, ex, e, {d: mc[d]["construction_reps"] for d in ds}))
+    rows += _construction_rows(run, ex, e, snaps, mc)
     rows += rb_epoch_rows(run, ex, rb, reps)
     return rows
+
+
+def construction_epoch_rows(run: Run, ex: Expect, cfg: dict, reps: int) -> list[Row]:
+    """Check 5b alone (a world of many training tasks: EDV's construction epochs ≥ 1 read
+    a bank that is full by then, on hundreds of executions an epoch)."""
+    e = cfg["edv"]
+    mc = {d: ex.edv_curve(d, ex.n_train(d), e, reps=reps, seed=i) for i, d in enumerate(ex.domains)}
+    snaps = {(d, x): _snapshot(run, x, d, ex) for d in ex.domains for x in range(e["epochs"])}
+    return _construction_rows(run, ex, e, snaps, mc)
+
+
+def _construction_rows(run: Run, ex: Expect, e: dict, snaps: dict, mc: dict) -> list[Row]:
+    ds = ex.domains
+    return [construction_row(run, ex, e.get("retrieval_k", 3), snaps,
+                             {d: mc[d]["construction"] for d in ds}),
+            _construction_range_row(run, ex, e, {d: mc[d]["construction_reps"] for d in ds})]
 
 
 def _retrieval_row(run: Run, k: int, snaps: dict) -> Row:

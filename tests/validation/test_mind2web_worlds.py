@@ -59,6 +59,18 @@ def test_the_rates_world_has_many_test_tasks_per_type_and_a_clear_best(tmp_path)
         assert all(rate - ex.p(a, t) >= 0.25 for a in ex.executors if a != best)
 
 
+def test_the_rates_worlds_homogeneous_twin_has_its_design_and_no_best(tmp_path):
+    """5f+ pairs the two rates worlds by test task: the same release design at each size;
+    in the twin every agent is the same model (routing can gain nothing)."""
+    for size in ("fast", "full"):
+        het, hom = load_world("rates", size, tmp_path), load_world("rates_homogeneous", size, tmp_path)
+        assert hom.design() == het.design(), size
+        assert hom.config["method"] == het.config["method"]
+    ex_hom, ex_het = expect_for(hom), expect_for(het)
+    for t in hom.design().domains:
+        assert ex_hom.routing_gain(t) == 0.0 and ex_het.routing_gain(t) > 0.15
+
+
 def test_a_release_is_rewritten_only_when_its_size_changes(tmp_path):
     w = load_world("construction", "fast", tmp_path)
     mark = tmp_path / "releases" / w.run_id / "release.json"
@@ -77,3 +89,35 @@ def test_the_wide_epochs_world_is_the_epochs_world_with_many_test_tasks(tmp_path
     assert d.n_test["mind2web"] * d.trials > 20 * sum(dt.n_test.values()) * dt.trials  # … on far more test episodes
     ex = expect_for(wide)  # one type, named as the framework's domain: as on τ²-bench, a domain is a type
     assert {ex.o.task_type("mind2web", i) for i in d.test_ids["mind2web"][:50]} == {"mind2web"}
+
+
+def test_the_many_training_tasks_world_is_the_epochs_worlds_edv(tmp_path):
+    """epochs_train checks 5b on hundreds of construction executions: the epochs world's
+    profile and EDV, its bank full after the first epoch (planted 0.8 given it, 0.2
+    without memory, so a run that reads none is far off)."""
+    tau, many = load_world("epochs", "full", tmp_path), load_world("epochs_train", "full", tmp_path)
+    assert many.profile == tau.profile and many.config["method"] == ["edv"]
+    same = ("retrieval_k", "retrieval_tau", "retrieval_scope", "max_candidates", "dedup_threshold")
+    assert {k: many.config["edv"][k] for k in same} == {k: tau.config["edv"][k] for k in same}
+    d = many.design()
+    assert d.n_train["mind2web"] >= 100 and many.config["edv"]["epochs"] >= 2
+    ex = expect_for(many)
+    mc = ex.edv_curve("mind2web", d.n_train["mind2web"], many.config["edv"], reps=100, seed=0)
+    assert mc["bank_sizes"][:, 0].min() >= many.config["edv"]["retrieval_k"]
+    assert abs(mc["construction"][1] - 0.8) < 0.01 and abs(ex.no_memory("mind2web") - 0.2) < 1e-9
+
+
+def test_the_wide_null_world_is_the_null_world_on_many_tasks(tmp_path):
+    """null_wide repeats check 3b where τ²-bench's test tasks cannot give 3b· its power: the
+    same planted world and methods, a type named as the framework's domain, many training
+    tasks (the bank's quality near its planted half) and many test tasks."""
+    tau, wide = load_world("null", "full", tmp_path), load_world("null_wide", "full", tmp_path)
+    assert wide.profile == tau.profile
+    for key in ("method", "edv", "reasoning_bank"):
+        assert wide.config[key] == tau.config[key], key
+    d, dt = wide.design(), tau.design()
+    assert d.domains == ["mind2web"] and d.n_train["mind2web"] >= 10 * max(dt.n_train.values())
+    assert d.n_test["mind2web"] >= 20 * min(dt.n_test.values())
+    ex, ex_tau = expect_for(wide), expect_for(tau)
+    assert ex.edv_inference("mind2web", wide.config["edv"]) == ex_tau.edv_inference(
+        "airline", tau.config["edv"])

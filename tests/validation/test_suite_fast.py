@@ -96,6 +96,18 @@ def test_rates_world_reads_cells_per_type_on_many_test_tasks(worlds):
     assert travel.hi < 0.8 < shop.hi and shop.lo > 0.5  # a's types apart (planted 0.8 / 0.5)
 
 
+def test_rates_homogeneous_twin_pairs_the_rates_worlds_test_tasks(worlds):
+    """5d-5g on the rates world's homogeneous twin: the heterogeneity comparison pairs the
+    two synthetic worlds' test tasks (the same ids), so every task enters it."""
+    w, run = worlds("rates_homogeneous")
+    rates = worlds("rates")
+    rows = suite.rates_homogeneous_checks(w, run, rates)
+    _all_pass(rows, {"5d+", "5e+", "5f+", "5g+"})
+    assert set(run.task_scores("router")) == set(rates[1].task_scores("router"))
+    assert len(run.task_scores("router")) == 80
+    assert "over 80 tasks" in next(r.measured for r in rows if r.check.startswith("5f+"))
+
+
 def test_a_check_fed_the_wrong_world_fails(worlds):
     """The checks can fail: the null run judged against the biased world's profile (a
     planted margin of about +0.5 that the null run does not have)."""
