@@ -161,7 +161,8 @@ def diff_row(check: str, planted: float | tuple[float, float], fn: DiffFn, detai
              exclude_zero: bool = False) -> Row:
     """A paired difference: PASS when the suite-level interval covers the planted value
     (a planted range (lo, hi): meets it; its midpoint is the figure the sensitivity is
-    relative to) and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is
+    relative to, and a bias of it is seen only once it leaves the range: the detectable
+    bias adds half the range's width) and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is
     shown. No task scored by both sides: FAIL. Too few tasks (or too few that differ) for
     compare to give an interval: not evaluable at this size (no verdict)."""
     d95 = fn(0.95)
@@ -176,9 +177,10 @@ def diff_row(check: str, planted: float | tuple[float, float], fn: DiffFn, detai
                    "; ".join(x for x in (detail, "not evaluable at this size") if x), figures)
     dfw = fn(level())
     ok = diff_covers(dfw, planted) and (not exclude_zero or d95.lo > 0 or d95.hi < 0)
+    # a bias of the midpoint first has to leave the range: half its width comes on top
+    detects = detectable(d95.lo, d95.hi) + ((planted[1] - planted[0]) / 2 if ranged else 0.0)
     return Row(check, shown, diff_text(d95), ok, detail,
-               {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted),
-               detectable(d95.lo, d95.hi))
+               {**figures, "fw_lo": dfw.lo, "fw_hi": dfw.hi}, not diff_covers(d95, planted), detects)
 
 
 def validity_row(name: str, failed: list[str]) -> Row:

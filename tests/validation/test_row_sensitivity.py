@@ -70,3 +70,6 @@ def test_a_difference_row_with_a_planted_range_passes_when_its_interval_meets_it
     assert diff_row("4b x", (0.09, 0.14), fn(0.02, 0.08)).ok is False
     row = diff_row("4b x", (0.09, 0.14), fn(0.10, 0.12))
     assert row.ok is True and row.planted == "+0.090 to +0.140" and abs(row.figures["planted"] - 0.115) < 1e-12
+    # a bias of the midpoint is seen only outside the range: half its width on top
+    point = diff_row("4b x", 0.115, fn(0.10, 0.12))
+    assert abs(row.detects - point.detects - 0.025) < 1e-12
