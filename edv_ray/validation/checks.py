@@ -162,8 +162,8 @@ def diff_row(check: str, planted: float | tuple[float, float], fn: DiffFn, detai
     """A paired difference: PASS when the suite-level interval covers the planted value
     (a planted range (lo, hi): meets it; its midpoint is the figure the sensitivity is
     relative to, and a bias of it is seen only once it leaves the range: the detectable
-    bias adds half the range's width) and, with ``exclude_zero``, the 95 % interval excludes 0: the effect is
-    shown. No task scored by both sides: FAIL. Too few tasks (or too few that differ) for
+    bias adds half the range's width) and, with ``exclude_zero``, the 95 % interval
+    excludes 0: the effect is shown. No task scored by both sides: FAIL. Too few tasks (or too few that differ) for
     compare to give an interval: not evaluable at this size (no verdict)."""
     d95 = fn(0.95)
     ranged = isinstance(planted, tuple)
