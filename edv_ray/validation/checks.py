@@ -163,8 +163,9 @@ def diff_row(check: str, planted: float | tuple[float, float], fn: DiffFn, detai
     (a planted range (lo, hi): meets it; its midpoint is the figure the sensitivity is
     relative to, and a bias of it is seen only once it leaves the range: the detectable
     bias adds half the range's width) and, with ``exclude_zero``, the 95 % interval
-    excludes 0: the effect is shown. No task scored by both sides: FAIL. Too few tasks (or too few that differ) for
-    compare to give an interval: not evaluable at this size (no verdict)."""
+    excludes 0: the effect is shown. No task scored by both sides: FAIL. Too few tasks (or
+    too few that differ) for compare to give an interval: not evaluable at this size (no
+    verdict)."""
     d95 = fn(0.95)
     ranged = isinstance(planted, tuple)
     mid = sum(planted) / 2 if ranged else planted

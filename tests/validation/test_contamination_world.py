@@ -27,9 +27,9 @@ def test_no_planted_rate_clips_for_the_most_items_either_method_retrieves(tmp_pa
                 assert p - wrong * mem.harm_wrong >= 0, (a, t, method)
                 assert p + right * mem.gain_correct <= 1, (a, t, method)
     # … and a wrong item costs three times what it costs in the main world
-    main = expect_for(load_world("main", "full", tmp_path)).o.profile.memory
-    assert mem.harm_wrong >= 3 * main.harm_wrong
-    assert cfg["contamination"] == load_world("main", "full", tmp_path).config["contamination"]
+    main = load_world("main", "full", tmp_path)
+    assert mem.harm_wrong >= 3 * expect_for(main).o.profile.memory.harm_wrong
+    assert cfg["contamination"] == main.config["contamination"]
 
 
 def test_the_contamination_world_runs_at_the_full_size_only():
